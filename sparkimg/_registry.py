@@ -1,0 +1,186 @@
+"""A small OCI distribution client over requests: resolve a tag to digests, with token auth.
+
+Only what ``lock`` needs: GET a manifest (or index) by tag or digest, pick the entry for a
+platform, read its config digest. Bearer-token auth follows the registry's
+``WWW-Authenticate`` challenge as Docker does (anonymous, or with credentials from
+the Docker config file).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .errors import ResolveError
+
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+_LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$")
+_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    registry: str
+    repository: str
+
+    @classmethod
+    def parse(cls, reference: str) -> ImageRef:
+        """Split ``host[:port]/path`` as Docker does (no host means Docker Hub)."""
+        first, _, rest = reference.partition("/")
+        if rest and ("." in first or ":" in first or first == "localhost"):
+            return cls(first, rest)
+        path = reference if "/" in reference else f"library/{reference}"
+        return cls("registry-1.docker.io", path)
+
+    @property
+    def base_url(self) -> str:
+        scheme = "http" if _LOOPBACK.match(self.registry) else "https"
+        return f"{scheme}://{self.registry}/v2/{self.repository}"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a tag points at for one platform: keep these three digests distinct."""
+
+    index_digest: str | None
+    manifest_digest: str
+    config_digest: str
+    media_type: str
+    platform: str
+
+
+class RegistryClient:
+    def __init__(self, session: requests.Session | None = None, timeout: float = 30) -> None:
+        self.session = session or requests.Session()
+        self.timeout = timeout
+        self._tokens: dict[str, str] = {}
+
+    def resolve(self, reference: str, tag_or_digest: str, platform: str) -> Resolved:
+        ref = ImageRef.parse(reference)
+        body, media_type, digest = self._manifest(ref, tag_or_digest)
+        index_digest: str | None = None
+        if media_type in INDEX_TYPES:
+            index_digest = digest
+            entry = _pick(body, platform, f"{reference}:{tag_or_digest}")
+            body, media_type, digest = self._manifest(ref, entry)
+        if media_type not in MANIFEST_TYPES:
+            raise ResolveError(f"{reference}:{tag_or_digest}: unsupported manifest type {media_type!r}")
+        config_digest = str(body["config"]["digest"])
+        config = self._blob_json(ref, config_digest)
+        found = f"{config.get('os')}/{config.get('architecture')}"
+        if found != platform:
+            raise ResolveError(
+                f"{reference}:{tag_or_digest} is a {found} image, but the spec asks for {platform}",
+                hint="point base.image at an image (or index) for that platform",
+            )
+        return Resolved(index_digest, digest, config_digest, media_type, platform)
+
+    def _manifest(self, ref: ImageRef, tag_or_digest: str) -> tuple[dict[str, Any], str, str]:
+        url = f"{ref.base_url}/manifests/{tag_or_digest}"
+        response = self._get(ref, url, {"Accept": ", ".join(INDEX_TYPES + MANIFEST_TYPES)})
+        raw = response.content
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        header = response.headers.get("Docker-Content-Digest")
+        if header and header != digest:
+            raise ResolveError(f"{url}: registry says {header} but the manifest hashes to {digest}")
+        if tag_or_digest.startswith("sha256:") and tag_or_digest != digest:
+            raise ResolveError(f"{url}: asked for {tag_or_digest}, got content hashing to {digest}")
+        body = json.loads(raw)
+        media_type = response.headers.get("Content-Type", "").split(";")[0] or body.get("mediaType", "")
+        return body, str(body.get("mediaType") or media_type), digest
+
+    def _blob_json(self, ref: ImageRef, digest: str) -> dict[str, Any]:
+        response = self._get(ref, f"{ref.base_url}/blobs/{digest}", {})
+        if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
+        data: dict[str, Any] = json.loads(response.content)
+        return data
+
+    def _get(self, ref: ImageRef, url: str, headers: dict[str, str]) -> requests.Response:
+        key = f"{ref.registry}/{ref.repository}"
+        for attempt in range(2):
+            sent = dict(headers)
+            if key in self._tokens:
+                sent["Authorization"] = f"Bearer {self._tokens[key]}"
+            try:
+                response = self.session.get(url, headers=sent, timeout=self.timeout)
+            except requests.RequestException as exc:
+                raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
+                                   hint="check the registry address and that it is running") from None
+            if response.status_code == 401 and attempt == 0:
+                self._tokens[key] = self._token(ref, response.headers.get("WWW-Authenticate", ""))
+                continue
+            if response.status_code == 404:
+                raise ResolveError(f"{url}: not found (404)", hint="check the repository and tag; "
+                                   "a registry may stop serving an old digest")
+            if response.status_code != 200:
+                raise ResolveError(f"{url}: HTTP {response.status_code}")
+            return response
+        raise ResolveError(f"{url}: still unauthorized after token auth",
+                           hint="log in with `docker login` so the Docker config holds credentials")
+
+    def _token(self, ref: ImageRef, challenge: str) -> str:
+        scheme, _, params = challenge.partition(" ")
+        if scheme.lower() != "bearer":
+            raise ResolveError(f"{ref.registry}: unsupported auth challenge {challenge!r}")
+        fields = dict(_CHALLENGE.findall(params))
+        realm = fields.pop("realm", None)
+        if not realm:
+            raise ResolveError(f"{ref.registry}: auth challenge without a realm")
+        fields.setdefault("scope", f"repository:{ref.repository}:pull")
+        auth = _credentials(ref.registry)
+        try:
+            response = self.session.get(realm, params=fields, auth=auth, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ResolveError(f"{realm}: token request failed: {exc}") from None
+        if response.status_code != 200:
+            raise ResolveError(f"{realm}: token request returned HTTP {response.status_code}")
+        data = response.json()
+        token = data.get("token") or data.get("access_token")
+        if not token:
+            raise ResolveError(f"{realm}: no token in the response")
+        return str(token)
+
+
+def _pick(index: dict[str, Any], platform: str, what: str) -> str:
+    os_name, _, arch = platform.partition("/")
+    for entry in index.get("manifests", []):
+        plat = entry.get("platform", {})
+        if plat.get("os") == os_name and plat.get("architecture") == arch:
+            return str(entry["digest"])
+    offered = sorted(
+        f"{m.get('platform', {}).get('os')}/{m.get('platform', {}).get('architecture')}"
+        for m in index.get("manifests", [])
+    )
+    raise ResolveError(f"{what} has no {platform} image (offers {', '.join(offered) or 'nothing'})")
+
+
+def _credentials(registry: str) -> tuple[str, str] | None:
+    """Basic credentials for the token endpoint from the Docker config, if any."""
+    config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+    try:
+        auths = json.loads(config.read_text()).get("auths", {})
+    except (OSError, ValueError):
+        return None
+    names = [registry, f"https://{registry}"] + (["https://index.docker.io/v1/"] if "docker.io" in registry else [])
+    for name in names:
+        encoded = auths.get(name, {}).get("auth")
+        if encoded:
+            user, _, password = base64.b64decode(encoded).decode().partition(":")
+            return user, password
+    return None

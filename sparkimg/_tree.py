@@ -1,0 +1,56 @@
+"""Local folders as content: a digest over their files, and a deterministic tar of them."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+IGNORED = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
+
+
+def files(root: Path) -> list[Path]:
+    """Regular files under ``root``, sorted, skipping caches and VCS folders."""
+    found: list[Path] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED)
+        for name in sorted(names):
+            path = Path(folder) / name
+            if path.is_file() and path.suffix != ".pyc":
+                found.append(path)
+    return found
+
+
+def describe(root: Path) -> dict[str, Any]:
+    """Per-file sha256, md5 and mode, and one sha256 over the whole listing."""
+    listing: dict[str, dict[str, Any]] = {}
+    for path in files(root):
+        data = path.read_bytes()
+        listing[path.relative_to(root).as_posix()] = {
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "md5": hashlib.md5(data, usedforsecurity=False).hexdigest(),
+            "executable": os.access(path, os.X_OK),
+        }
+    canonical = "".join(
+        f"{name}\0{entry['sha256']}\0{int(entry['executable'])}\n" for name, entry in sorted(listing.items())
+    )
+    return {"sha256": hashlib.sha256(canonical.encode()).hexdigest(), "files": listing}
+
+
+def tar(root: Path) -> bytes:
+    """A tar of ``root`` with fixed owners and times, so equal trees give equal bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in files(root):
+            info = tarfile.TarInfo(path.relative_to(root).as_posix())
+            data = path.read_bytes()
+            info.size = len(data)
+            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,0 +1,155 @@
+"""One compile layer in its own bounded container: no network, inputs read-only.
+
+The container runs from the pinned base (by image ID), with the source unpacked at
+``/src`` (read-only), a host CUDA toolkit at its own path (read-only) when the spec says
+so, and ``/out`` as the only writable mount. A small wrapper records peak memory and
+CPU time from the container's own cgroup before it exits.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .._units import format_size
+from ..engine import Engine, LogFn, Mount, RunLimits
+from ..errors import AuditError, BuildError, OOMError
+from ..lock import Lock
+from ..plan import PlannedLayer
+from ..spec import CompileLayer, Spec, substitute
+from ..store import Store
+from . import audit
+from .bounds import Budget
+
+# Peak memory and CPU time from cgroup v1 or v2, as seen from inside the container.
+WRAPPER = r"""#!/bin/sh
+# Written by sparkimg: runs the layer's command, then records cgroup metrics.
+/bin/sh -c "$SPARKIMG_COMMAND"
+rc=$?
+g=/sys/fs/cgroup
+peak=$(cat $g/memory/memory.max_usage_in_bytes 2>/dev/null || cat $g/memory.peak 2>/dev/null || echo null)
+cpu_ns=$(cat $g/cpuacct/cpuacct.usage 2>/dev/null || cat $g/cpu,cpuacct/cpuacct.usage 2>/dev/null || echo null)
+cpu_us=null
+if [ -f $g/cpu.stat ]; then
+  while read -r k v; do [ "$k" = usage_usec ] && cpu_us=$v; done < $g/cpu.stat
+fi
+printf '{"exit": %s, "peak_memory": %s, "cpu_ns": %s, "cpu_us": %s}\n' "$rc" "$peak" "$cpu_ns" "$cpu_us" \
+  > /sparkimg/meta/metrics.json
+exit $rc
+"""
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def compile_layer(
+    spec: Spec,
+    lock: Lock,
+    layer: CompileLayer,
+    planned: PlannedLayer,
+    source_blob: str,
+    base_image: str,
+    store: Store,
+    engine: Engine,
+    budget: Budget,
+    log: LogFn,
+    status: Callable[[str], None],
+) -> dict[str, Any]:
+    """Build one layer, audit its outputs, admit them to the store; return its record."""
+    work = store.temp_dir(f"compile-{layer.name}.")
+    try:
+        src, out, meta, tools = (work / d for d in ("src", "out", "meta", "bin"))
+        for folder in (src, out, meta, tools):
+            folder.mkdir()
+        out.chmod(0o777)
+        meta.chmod(0o777)
+        _unpack(store.blob(source_blob), src)
+        (tools / "run.sh").write_text(WRAPPER)
+        mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
+                  Mount(meta, "/sparkimg/meta", writable=True)]
+        env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
+               "SPARKIMG_LAYER": layer.name, **budget.env()}
+        if lock.toolchain["cuda"] == "host":
+            cuda = lock.toolchain["path"]
+            mounts.append(Mount(Path(lock.toolchain["resolved"]), cuda))
+            env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
+        variables = spec.variables(budget.jobs)
+        env.update({k: substitute(v, variables) for k, v in layer.env.items()})
+        env["SPARKIMG_COMMAND"] = substitute(layer.command, variables)
+        status(f"compile {layer.name}: {budget.jobs} job(s), memory {format_size(budget.memory)}, "
+               f"pids {budget.pids}, network none")
+        tail: list[str] = []
+
+        def keep(name: str, phase: str, line: str) -> None:
+            tail.append(line)
+            del tail[:-30]
+            log(name, phase, line)
+
+        started = time.monotonic()
+        result = engine.run_bounded(
+            base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
+            limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
+            mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
+        )
+        wall = time.monotonic() - started
+        metrics = _metrics(meta / "metrics.json", wall)
+        if result.oom_killed:
+            peak = metrics["peak_memory"]
+            raise OOMError(
+                f"layer {layer.name}: killed by the OOM killer at its memory bound "
+                f"{format_size(budget.memory)} (peak {format_size(peak) if peak else 'at the bound'}, "
+                f"{budget.jobs} job(s) of {format_size(budget.job_memory)} each)",
+                hint="raise the layer's memory (or --memory), or raise job_memory so fewer jobs run at once",
+            )
+        if result.exit_code != 0:
+            raise BuildError(f"layer {layer.name}: command exited with {result.exit_code}; last output:\n"
+                             + "\n".join(f"    {line}" for line in tail[-15:]))
+        produced = sorted(out.glob(layer.outputs))
+        if not produced:
+            raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
+                             hint="make the command write its wheels into /out")
+        wanted = [a.sm for a in spec.cuda_architectures]
+        reports = [r for path in produced for r in audit.audit_output(path, wanted)]
+        store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
+        bad = audit.failures(reports)
+        if bad:
+            lines = "\n".join(f"    {r['file']}: has sm {r['sm']}, lacks {r['missing']}" for r in bad)
+            raise AuditError(
+                f"layer {layer.name}: compiled code lacks requested CUDA architectures "
+                f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",
+                hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
+                "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
+            )
+        outputs = [{"filename": p.name, "sha256": store.put_file(p, what=f"{layer.name}/{p.name}"),
+                    "size": p.stat().st_size} for p in produced]
+        record = {
+            "layer": layer.name, "key": planned.key, "outputs": outputs, "metrics": metrics,
+            "budget": budget.to_json(), "audit": reports,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        store.write_record("layers", planned.key, record)
+        return record
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _unpack(blob: Path, target: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(blob.read_bytes())) as archive:
+        archive.extractall(target, filter="data")
+
+
+def _metrics(path: Path, wall: float) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raw = {}
+    cpu = raw.get("cpu_ns")
+    cpu_s = cpu / 1e9 if isinstance(cpu, (int, float)) else (
+        raw["cpu_us"] / 1e6 if isinstance(raw.get("cpu_us"), (int, float)) else None)
+    peak = raw.get("peak_memory")
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu_s, 3) if cpu_s is not None else None,
+            "peak_memory": peak if isinstance(peak, int) else None}

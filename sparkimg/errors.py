@@ -1,0 +1,81 @@
+"""The error hierarchy: every failure a user can act on, each with its exit code.
+
+Only ``cli.main`` turns these into exit codes; library code raises them.
+"""
+
+from __future__ import annotations
+
+
+class SparkimgError(Exception):
+    """Base error. ``exit_code`` is what the CLI exits with; the message says what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
+
+
+class UsageError(SparkimgError):
+    """Bad input: a file, an option or a value the user must correct."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """The layer spec is invalid. Carries every problem found, each with file, line and field."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{path}: {len(problems)} {noun}:\n{lines}")
+
+
+class LockError(UsageError):
+    """The lock file is missing, stale or disagrees with the spec; the build fails closed."""
+
+
+class ResolveError(SparkimgError):
+    """A mutable reference (tag, branch, version) could not be resolved."""
+
+
+class FetchError(SparkimgError):
+    """An input could not be fetched into the store."""
+
+
+class HashMismatchError(FetchError):
+    """Downloaded or on-disk content does not match its pinned digest; nothing was admitted."""
+
+
+class EngineError(SparkimgError):
+    """The container engine is missing, not running or failed a command."""
+
+    exit_code = 3
+
+
+class BudgetError(SparkimgError):
+    """The resource budget cannot be met (e.g. --reserve leaves too little memory)."""
+
+    exit_code = 4
+
+
+class BuildError(SparkimgError):
+    """A build step failed."""
+
+
+class OOMError(BuildError):
+    """A compile layer was killed by the kernel's OOM killer inside its memory bound."""
+
+    exit_code = 5
+
+
+class AuditError(BuildError):
+    """A compiled shared object lacks code for a requested CUDA architecture."""
+
+    exit_code = 6

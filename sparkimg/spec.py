@@ -1,0 +1,781 @@
+"""The layer spec (``sparkimg/v1``): frozen models and the one loader that validates them.
+
+Everything is checked before anything runs. Every problem names the file, the line and
+the field, and says how to fix it; all problems are reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from . import _yamlpos
+from ._units import parse_size
+from .errors import SpecError, UsageError
+
+SCHEMA = "sparkimg/v1"
+PLACEHOLDER = re.compile(r"^<operator:\s*(.+?)\s*>$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_ARCH = re.compile(r"^(\d+)\.(\d)([af]?)$")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_SHORT_HEX = re.compile(r"^[0-9a-f]{4,39}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXACT_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
+_PLATFORM = re.compile(r"^linux/(amd64|arm64)$")
+# ``{name}`` is a sparkimg variable; ``${name}`` belongs to the shell and is left alone.
+VARIABLE = re.compile(r"(?<![$\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+VARIABLES = ("cuda_arch", "cuda_arch_space", "sm_targets", "gencode", "jobs")
+RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.", "dev.sparkimg.")
+
+TOP_KEYS = (
+    "schema", "name", "image", "root", "platform", "cuda_architectures", "base",
+    "toolchain", "sources", "layers", "patches", "env", "labels", "prewarm",
+)
+BASE_KEYS = ("image", "digest")
+TOOLCHAIN_KEYS = ("cuda", "path")
+GIT_KEYS = ("git", "ref", "commit")
+PYPI_KEYS = ("pypi", "version", "sha256", "filename")
+PATH_KEYS = ("path",)
+COMPILE_KEYS = (
+    "name", "kind", "source", "command", "env", "outputs", "memory", "cpus",
+    "cpuset", "pids", "job_memory",
+)
+WHEEL_KEYS = ("name", "kind", "source")
+PATCH_KEYS = ("name", "dir", "mode")
+
+DEFAULT_MEMORY = 8 << 30
+DEFAULT_PIDS = 4096
+DEFAULT_JOB_MEMORY = 2 << 30
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A CUDA architecture as written (``12.1a``) with its SM forms."""
+
+    text: str
+
+    @property
+    def sm(self) -> int:
+        """The SM number a fatbin records (121 for 12.1a)."""
+        major, minor, _ = _ARCH.match(self.text).groups()  # type: ignore[union-attr]
+        return int(major) * 10 + int(minor)
+
+    @property
+    def suffix(self) -> str:
+        return _ARCH.match(self.text).group(3)  # type: ignore[union-attr]
+
+    @property
+    def code(self) -> str:
+        """``121a``: what follows ``sm_`` and ``compute_``."""
+        return f"{self.sm}{self.suffix}"
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """The base image: a reference (registry/repository[:tag]) and an optional pinned digest."""
+
+    reference: str
+    digest: str | None
+
+    @property
+    def repository(self) -> str:
+        ref = self.reference.split("@", 1)[0]
+        last = ref.rsplit("/", 1)[-1]
+        return ref.rsplit(":", 1)[0] if ":" in last else ref
+
+    @property
+    def tag(self) -> str | None:
+        ref = self.reference.split("@", 1)[0]
+        last = ref.rsplit("/", 1)[-1]
+        return last.rsplit(":", 1)[1] if ":" in last else None
+
+
+@dataclass(frozen=True)
+class GitSource:
+    name: str
+    url: str
+    ref: str | None
+    commit: str | None
+    kind: Literal["git"] = "git"
+
+
+@dataclass(frozen=True)
+class PypiSource:
+    name: str
+    package: str
+    version: str
+    sha256: str | None
+    filename: str | None
+    kind: Literal["pypi"] = "pypi"
+
+
+@dataclass(frozen=True)
+class PathSource:
+    name: str
+    path: Path
+    written: str
+    kind: Literal["path"] = "path"
+
+
+Source = GitSource | PypiSource | PathSource
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where nvcc comes from: the base image, or a host toolkit mounted read-only."""
+
+    cuda: Literal["base", "host"]
+    path: str | None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The cgroup bounds of one compile container (data, never derived from the host)."""
+
+    memory: int
+    cpus: float | None
+    cpuset: str | None
+    pids: int
+    job_memory: int
+
+
+@dataclass(frozen=True)
+class CompileLayer:
+    name: str
+    source: str
+    command: str
+    env: Mapping[str, str]
+    outputs: str
+    bounds: Bounds
+    kind: Literal["compile"] = "compile"
+
+
+@dataclass(frozen=True)
+class WheelLayer:
+    name: str
+    source: str
+    kind: Literal["wheel"] = "wheel"
+
+
+Layer = CompileLayer | WheelLayer
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    file: str
+    mount: str
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """A folder of patch files, each with the container path it goes to (``mounts.txt``)."""
+
+    name: str
+    dir: Path
+    written: str
+    mode: Literal["bake", "mount"]
+    files: tuple[PatchFile, ...]
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    digest: str
+    name: str
+    image: str
+    root: Path
+    platform: str
+    cuda_architectures: tuple[Arch, ...]
+    base: BaseImage
+    toolchain: Toolchain
+    sources: Mapping[str, Source]
+    layers: tuple[Layer, ...]
+    patches: tuple[PatchSet, ...]
+    env: Mapping[str, str]
+    labels: Mapping[str, str]
+    prewarm: Any = None
+    placeholders: tuple[str, ...] = field(default=())
+
+    def source(self, name: str) -> Source:
+        return self.sources[name]
+
+    def variables(self, jobs: int | None = None) -> dict[str, str]:
+        """Values of the ``{name}`` variables in commands and env."""
+        archs = self.cuda_architectures
+        values = {
+            "cuda_arch": ";".join(a.text for a in archs),
+            "cuda_arch_space": " ".join(a.text for a in archs),
+            "sm_targets": ",".join(f"sm_{a.code}" for a in archs),
+            "gencode": " ".join(f"-gencode arch=compute_{a.code},code=sm_{a.code}" for a in archs),
+        }
+        if jobs is not None:
+            values["jobs"] = str(jobs)
+        return values
+
+
+def substitute(template: str, values: Mapping[str, str]) -> str:
+    """Replace ``{name}`` variables; ``{{``/``}}`` and ``${shell}`` are left for the shell."""
+    return VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+class _Checker:
+    """Collects problems as ``file:line: field: message``; never stops at the first."""
+
+    def __init__(self, display: str, located: _yamlpos.Located) -> None:
+        self.display = display
+        self.located = located
+        self.problems: list[str] = []
+        self.placeholders: list[str] = []
+
+    def problem(self, path: _yamlpos.Path, message: str) -> None:
+        line = self.located.line(path)
+        self.problems.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
+
+    def keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], path: _yamlpos.Path) -> None:
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
+                self.problem((*path, str(key)), f"unknown key; {hint}")
+
+    def mapping(self, value: Any, path: _yamlpos.Path, what: str) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.problem(path, f"must be a mapping ({what}), not {_type(value)}")
+            return None
+        return value
+
+    def string(
+        self, value: Mapping[str, Any], key: str, path: _yamlpos.Path, *, required: bool,
+        hint: str = "",
+    ) -> str | None:
+        if key not in value or value[key] is None:
+            if required:
+                self.problem((*path, key), f"is required{'; ' + hint if hint else ''}")
+            return None
+        item = value[key]
+        if not isinstance(item, str) or not item.strip():
+            self.problem((*path, key), f"must be a non-empty string, not {_type(item)}")
+            return None
+        match = PLACEHOLDER.match(item)
+        if match:
+            line = self.located.line((*path, key))
+            self.placeholders.append(
+                f"{self.display}:{line}: {_yamlpos.dotted((*path, key))}: {match.group(1)}"
+            )
+            return None
+        return item
+
+
+def _type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def load_spec(path: str | Path, *, allow_placeholders: bool = False) -> Spec:
+    """Load and fully validate a spec file; raise ``SpecError`` listing every problem.
+
+    Placeholders (``<operator: what to supply>``) are problems too, unless
+    ``allow_placeholders`` is set (then they are returned in ``Spec.placeholders``
+    and the fields holding them are left unset in the model).
+    """
+    spec_path = Path(path)
+    display = str(path)
+    try:
+        raw = spec_path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{display}: no such spec file", hint="pass the path of a YAML layer spec") from None
+    except OSError as exc:
+        raise UsageError(f"{display}: cannot read: {exc.strerror}") from None
+    try:
+        located = _yamlpos.load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SpecError(display, [f"{display}:1: (file): not UTF-8 text"]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(display, [f"{display}:{line}: (syntax): {problem}; fix the YAML syntax"]) from None
+    check = _Checker(display, located)
+    for dup_path, line in located.duplicates:
+        check.problems.append(
+            f"{display}:{line}: {_yamlpos.dotted(dup_path)}: duplicate key; keep one of them"
+        )
+    data = located.data
+    if not isinstance(data, dict):
+        check.problem((), f"the spec must be a YAML mapping, not {_type(data)}")
+        raise SpecError(display, check.problems)
+    spec = _build(spec_path, raw, data, check)
+    problems = list(check.problems)
+    if check.placeholders and not allow_placeholders:
+        problems.append(
+            f"{display}: {len(check.placeholders)} value(s) must be supplied by the operator "
+            "(replace each '<operator: ...>' placeholder):"
+        )
+        problems.extend(f"  {p}" for p in check.placeholders)
+    if problems or spec is None:
+        raise SpecError(display, problems or [f"{display}:1: (top level): invalid spec"])
+    return spec
+
+
+def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Spec | None:
+    c.keys(data, TOP_KEYS, ())
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        c.problem(("schema",), f"must be '{SCHEMA}' (found {schema!r}); add 'schema: {SCHEMA}'")
+    name = c.string(data, "name", (), required=True, hint="add e.g. 'name: demo'")
+    if name is not None and not _NAME.match(name):
+        c.problem(("name",), f"'{name}' is not a valid name; use lower-case letters, digits, '.', '_', '-'")
+        name = None
+    image = c.string(data, "image", (), required=False)
+    if image is not None and not re.match(r"^[a-z0-9][a-z0-9._/:-]*$", image):
+        c.problem(("image",), f"'{image}' is not a valid image repository; use e.g. 'sparkimg/demo'")
+    root = _root(spec_path, data, c)
+    platform = c.string(data, "platform", (), required=True, hint="add 'platform: linux/arm64' for GB10")
+    if platform is not None and platform != "native" and not _PLATFORM.match(platform):
+        c.problem(("platform",), f"'{platform}' is not supported; use linux/arm64 (GB10), linux/amd64 or native")
+    archs = _archs(data, c)
+    base = _base(data, c)
+    toolchain = _toolchain(data, c)
+    sources = _sources(data, c, root)
+    layers = _layers(data, c, sources)
+    patches = _patches(data, c, root, {layer.name for layer in layers})
+    env = _str_map(data, "env", (), c, env_keys=True)
+    labels = _str_map(data, "labels", (), c, env_keys=False)
+    for key in labels:
+        if key.startswith(RESERVED_LABEL_PREFIXES):
+            c.problem(("labels", key), "is set by sparkimg itself; choose a label outside "
+                      "org.opencontainers.image.* and dev.sparkimg.*")
+    prewarm = data.get("prewarm")
+    if c.problems or None in (name, platform, base, toolchain, root) or not archs:
+        return None
+    assert name and platform and base and toolchain and root
+    return Spec(
+        path=spec_path.resolve(),
+        digest="sha256:" + hashlib.sha256(raw).hexdigest(),
+        name=name,
+        image=image or f"sparkimg/{name}",
+        root=root,
+        platform=platform,
+        cuda_architectures=tuple(archs),
+        base=base,
+        toolchain=toolchain,
+        sources=sources,
+        layers=tuple(layers),
+        patches=tuple(patches),
+        env=env,
+        labels=labels,
+        prewarm=prewarm,
+        placeholders=tuple(c.placeholders),
+    )
+
+
+def _root(spec_path: Path, data: dict[str, Any], c: _Checker) -> Path | None:
+    written = data.get("root", ".")
+    if not isinstance(written, str):
+        c.problem(("root",), f"must be a relative folder such as '..', not {_type(written)}")
+        return None
+    if Path(written).is_absolute():
+        c.problem(("root",), "must be relative to the spec's folder (e.g. '..'), not absolute")
+        return None
+    root = (spec_path.resolve().parent / written).resolve()
+    if not root.is_dir():
+        c.problem(("root",), f"'{written}' is not a folder next to the spec")
+        return None
+    return root
+
+
+def _inside(root: Path | None, written: Any, path: _yamlpos.Path, c: _Checker) -> Path | None:
+    """Resolve a path relative to the root; refuse one that escapes it."""
+    if root is None:
+        return None
+    if not isinstance(written, str) or not written:
+        c.problem(path, f"must be a path relative to the root, not {_type(written)}")
+        return None
+    if Path(written).is_absolute():
+        c.problem(path, "must be relative to the spec's root, not absolute")
+        return None
+    resolved = (root / written).resolve()
+    if not resolved.is_relative_to(root):
+        c.problem(path, f"'{written}' escapes the spec's root {root}; keep inputs inside it "
+                  "(or widen 'root')")
+        return None
+    if not resolved.exists():
+        c.problem(path, f"'{written}' does not exist under {root}")
+        return None
+    return resolved
+
+
+def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
+    value = data.get("cuda_architectures")
+    path = ("cuda_architectures",)
+    if value is None:
+        c.problem(path, "is required; add e.g. cuda_architectures: [\"12.1a\"] for GB10")
+        return []
+    if not isinstance(value, list) or not value:
+        c.problem(path, "must be a non-empty list such as [\"12.1a\"]")
+        return []
+    archs: list[Arch] = []
+    for index, item in enumerate(value):
+        text = str(item) if isinstance(item, (str, float)) else None
+        if text is None or not _ARCH.match(text):
+            hint = ""
+            if isinstance(item, str) and item.startswith(("sm_", "compute_")):
+                hint = f"; write '{item.split('_', 1)[1][:-1]}.{item[-1]}' style, e.g. '12.1a'"
+            c.problem((*path, index), f"{item!r} is not a CUDA architecture like '12.1a'{hint}")
+            continue
+        if isinstance(item, float):
+            c.problem((*path, index), f"{item!r} must be quoted (\"{item}\") so YAML keeps it as written")
+            continue
+        if any(a.text == text for a in archs):
+            c.problem((*path, index), f"'{text}' is listed twice")
+            continue
+        archs.append(Arch(text))
+    return archs
+
+
+def _base(data: dict[str, Any], c: _Checker) -> BaseImage | None:
+    if "base" not in data:
+        c.problem(("base",), "is required; add base: {image: REGISTRY/REPO:TAG}")
+        return None
+    value = c.mapping(data["base"], ("base",), "image and digest")
+    if value is None:
+        return None
+    c.keys(value, BASE_KEYS, ("base",))
+    reference = c.string(value, "image", ("base",), required=True, hint="e.g. image: nvcr.io/nvidia/pytorch:25.10-py3")
+    digest = c.string(value, "digest", ("base",), required=False)
+    if digest is not None and not _DIGEST.match(digest):
+        c.problem(("base", "digest"), f"'{digest}' is not a digest; write sha256: and 64 hex digits")
+        return None
+    if reference is None:
+        return None
+    if "@" in reference:
+        embedded = reference.split("@", 1)[1]
+        if not _DIGEST.match(embedded):
+            c.problem(("base", "image"), f"'{embedded}' is not a digest")
+            return None
+        if digest and digest != embedded:
+            c.problem(("base", "digest"), "disagrees with the digest in base.image; keep one")
+            return None
+        digest = embedded
+        reference = reference.split("@", 1)[0]
+    base = BaseImage(reference, digest)
+    if base.tag is None and digest is None:
+        c.problem(("base", "image"), f"'{reference}' has neither tag nor digest (an implicit "
+                  "'latest' is a moving target); add a tag for the lock to resolve, or a digest")
+        return None
+    return base
+
+
+def _toolchain(data: dict[str, Any], c: _Checker) -> Toolchain | None:
+    value = c.mapping(data.get("toolchain", {"cuda": "base"}), ("toolchain",), "cuda and path")
+    if value is None:
+        return None
+    c.keys(value, TOOLCHAIN_KEYS, ("toolchain",))
+    cuda = value.get("cuda", "base")
+    if cuda not in ("base", "host"):
+        c.problem(("toolchain", "cuda"), f"must be 'base' (nvcc from the base image) or 'host' "
+                  f"(a host toolkit mounted read-only), not {cuda!r}")
+        return None
+    path = c.string(value, "path", ("toolchain",), required=cuda == "host",
+                    hint="name the host toolkit, e.g. path: /usr/local/cuda")
+    if path is not None:
+        if cuda == "base":
+            c.problem(("toolchain", "path"), "only applies to cuda: host; remove it or set cuda: host")
+            return None
+        if not Path(path).is_absolute():
+            c.problem(("toolchain", "path"), f"'{path}' must be an absolute host path such as /usr/local/cuda")
+            return None
+    if cuda == "host" and path is None:
+        return None
+    return Toolchain(cuda, path)
+
+
+def _sources(data: dict[str, Any], c: _Checker, root: Path | None) -> dict[str, Source]:
+    value = c.mapping(data.get("sources", {}), ("sources",), "name -> source")
+    sources: dict[str, Source] = {}
+    for name, item in (value or {}).items():
+        path: _yamlpos.Path = ("sources", str(name))
+        if not isinstance(name, str) or not _NAME.match(name):
+            c.problem(path, "source names use lower-case letters, digits, '.', '_', '-'")
+            continue
+        entry = c.mapping(item, path, "git, pypi or path")
+        if entry is None:
+            if item is None:
+                c.problem(path, "is empty; give git:, pypi: or path:")
+            continue
+        kinds = [k for k in ("git", "pypi", "path") if k in entry]
+        if len(kinds) != 1:
+            which = "none" if not kinds else " and ".join(kinds)
+            c.problem(path, f"needs exactly one of git:, pypi:, path: (found {which})")
+            continue
+        source = {"git": _git, "pypi": _pypi, "path": _path}[kinds[0]](name, entry, path, c, root)
+        if source is not None:
+            sources[name] = source
+    return sources
+
+
+def _git(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+    c.keys(entry, GIT_KEYS, path)
+    url = c.string(entry, "git", path, required=True)
+    ref = c.string(entry, "ref", path, required=False)
+    commit = c.string(entry, "commit", path, required=False)
+    placeholder_commit = isinstance(entry.get("commit"), str) and PLACEHOLDER.match(entry["commit"])
+    if commit is not None:
+        commit = commit.lower()
+        if not (_HEX40.match(commit) or _SHORT_HEX.match(commit)):
+            c.problem((*path, "commit"), f"'{commit}' is not a commit; branch and tag names go in "
+                      "'ref', and the commit (full or short hex) in 'commit'")
+            return None
+    if ref is None and commit is None and not placeholder_commit:
+        c.problem(path, "a git source needs 'ref' (branch or tag, pinned by the lock) or 'commit'")
+        return None
+    if url is None:
+        return None
+    return GitSource(name, url, ref, commit)
+
+
+def _pypi(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+    c.keys(entry, PYPI_KEYS, path)
+    package = c.string(entry, "pypi", path, required=True)
+    raw_version = entry.get("version")
+    if isinstance(raw_version, (int, float)) and not isinstance(raw_version, bool):
+        c.problem((*path, "version"), f"{raw_version!r} must be quoted so YAML keeps it as written")
+        return None
+    version = c.string(entry, "version", path, required=True, hint="pin an exact version, e.g. version: '1.16.0'")
+    if version is not None and not _EXACT_VERSION.match(version):
+        c.problem((*path, "version"), f"'{version}' is a range, not a pin; write one exact version")
+        return None
+    sha256 = c.string(entry, "sha256", path, required=False)
+    if sha256 is not None and not _SHA256.match(sha256):
+        c.problem((*path, "sha256"), "must be 64 lower-case hex digits (the wheel's sha256)")
+        return None
+    filename = c.string(entry, "filename", path, required=False)
+    if filename is not None and not filename.endswith(".whl"):
+        c.problem((*path, "filename"), f"'{filename}' is not a wheel file name (*.whl)")
+        return None
+    if package is None or version is None:
+        return None
+    return PypiSource(name, package, version, sha256, filename)
+
+
+def _path(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+    c.keys(entry, PATH_KEYS, path)
+    resolved = _inside(root, entry.get("path"), (*path, "path"), c)
+    if resolved is None:
+        return None
+    if not resolved.is_dir():
+        c.problem((*path, "path"), "must be a folder")
+        return None
+    return PathSource(name, resolved, str(entry["path"]))
+
+
+def _layers(data: dict[str, Any], c: _Checker, sources: dict[str, Source]) -> list[Layer]:
+    value = data.get("layers")
+    if value is None:
+        c.problem(("layers",), "is required; list at least one compile or wheel layer")
+        return []
+    if not isinstance(value, list) or not value:
+        c.problem(("layers",), "must be a non-empty list of layers")
+        return []
+    layers: list[Layer] = []
+    names: set[str] = set()
+    known_sources = data.get("sources") if isinstance(data.get("sources"), dict) else {}
+    for index, item in enumerate(value):
+        path: _yamlpos.Path = ("layers", index)
+        entry = c.mapping(item, path, "a layer")
+        if entry is None:
+            if item is None:
+                c.problem(path, "is empty")
+            continue
+        name = c.string(entry, "name", path, required=True)
+        if name is not None and not _NAME.match(name):
+            c.problem((*path, "name"), f"'{name}' is not a valid name; use lower-case letters, digits, '.', '_', '-'")
+            continue
+        if name in names:
+            c.problem((*path, "name"), f"duplicate layer name '{name}'; names must be unique")
+            continue
+        kind = entry.get("kind")
+        if kind not in ("compile", "wheel"):
+            c.problem((*path, "kind"), f"must be 'compile' or 'wheel', not {kind!r}")
+            continue
+        c.keys(entry, COMPILE_KEYS if kind == "compile" else WHEEL_KEYS, path)
+        source_name = c.string(entry, "source", path, required=True)
+        source = _layer_source(source_name, (*path, "source"), c, sources, known_sources or {})
+        if name is None or source_name is None:
+            continue
+        names.add(name)
+        if kind == "wheel":
+            if source is not None and source.kind != "pypi":
+                c.problem((*path, "source"), f"a wheel layer takes a pypi source; '{source_name}' is {source.kind}")
+                continue
+            layers.append(WheelLayer(name, source_name))
+            continue
+        if source is not None and source.kind == "pypi":
+            c.problem((*path, "source"), f"a compile layer builds from git or path; '{source_name}' is a pypi "
+                      "wheel (use kind: wheel)")
+            continue
+        layer = _compile(name, source_name, entry, path, c)
+        if layer is not None:
+            layers.append(layer)
+    return layers
+
+
+def _layer_source(
+    name: str | None, path: _yamlpos.Path, c: _Checker, sources: dict[str, Source], known: dict[str, Any]
+) -> Source | None:
+    if name is None:
+        return None
+    if name in sources:
+        return sources[name]
+    if name not in known:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "define it under sources:"
+        c.problem(path, f"unknown source '{name}'; {hint}")
+    return None
+
+
+def _compile(name: str, source: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> CompileLayer | None:
+    command = c.string(entry, "command", path, required=True,
+                       hint="the shell command that writes wheels to /out")
+    env = _str_map(entry, "env", path, c, env_keys=True)
+    for key, text in [("command", command or ""), *[(f"env.{k}", v) for k, v in env.items()]]:
+        for var in VARIABLE.findall(text):
+            if var not in VARIABLES:
+                close = difflib.get_close_matches(var, VARIABLES, n=1)
+                hint = f"did you mean '{{{close[0]}}}'?" if close else f"known: {', '.join(VARIABLES)}"
+                field_path = (*path, *key.split(".", 1))
+                c.problem(field_path, f"unknown variable '{{{var}}}'; {hint} (write '${{{var}}}' for a shell variable)")
+    outputs = entry.get("outputs", "*.whl")
+    if not isinstance(outputs, str) or not outputs.endswith(".whl"):
+        c.problem((*path, "outputs"), "must be a glob of wheel files in /out, e.g. '*.whl'")
+    bounds = _bounds(entry, path, c)
+    if command is None or bounds is None:
+        return None
+    return CompileLayer(name, source, command, env, str(outputs), bounds)
+
+
+def _bounds(entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> Bounds | None:
+    sizes: dict[str, int] = {}
+    ok = True
+    for key, default in (("memory", DEFAULT_MEMORY), ("job_memory", DEFAULT_JOB_MEMORY)):
+        try:
+            sizes[key] = parse_size(entry[key]) if key in entry else default
+        except ValueError:
+            c.problem((*path, key), f"{entry[key]!r} is not a size; write e.g. 8g or 512m")
+            ok = False
+    cpus = entry.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0):
+        c.problem((*path, "cpus"), f"{cpus!r} must be a positive number of CPUs, e.g. 8 or 2.5")
+        ok = False
+    cpuset = entry.get("cpuset")
+    if cpuset is not None and (not isinstance(cpuset, str) or not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", cpuset)):
+        c.problem((*path, "cpuset"), f"{cpuset!r} must be a CPU list like '0-7' or '0,2,4'")
+        ok = False
+    pids = entry.get("pids", DEFAULT_PIDS)
+    if isinstance(pids, bool) or not isinstance(pids, int) or pids < 16:
+        c.problem((*path, "pids"), f"{pids!r} must be an integer of at least 16")
+        ok = False
+    if ok and sizes["job_memory"] > sizes["memory"]:
+        c.problem((*path, "job_memory"), "is larger than memory: not even one job fits; lower job_memory "
+                  "or raise memory")
+        ok = False
+    if not ok:
+        return None
+    return Bounds(sizes["memory"], float(cpus) if cpus is not None else None, cpuset, pids, sizes["job_memory"])
+
+
+def _str_map(data: Mapping[str, Any], key: str, path: _yamlpos.Path, c: _Checker, *, env_keys: bool) -> dict[str, str]:
+    value = c.mapping(data.get(key, {}), (*path, key), "name -> string")
+    out: dict[str, str] = {}
+    for name, item in (value or {}).items():
+        child = (*path, key, str(name))
+        if env_keys and not _ENV_KEY.match(str(name)):
+            c.problem(child, f"'{name}' is not a valid environment variable name")
+            continue
+        if not isinstance(item, str):
+            c.problem(child, f"must be a string, not {_type(item)}; quote it")
+            continue
+        if PLACEHOLDER.match(item):
+            c.string({str(name): item}, str(name), (*path, key), required=False)
+            continue
+        out[str(name)] = item
+    return out
+
+
+def _patches(data: dict[str, Any], c: _Checker, root: Path | None, layer_names: set[str]) -> list[PatchSet]:
+    value = data.get("patches", [])
+    if not isinstance(value, list):
+        c.problem(("patches",), "must be a list of patch sets")
+        return []
+    sets: list[PatchSet] = []
+    for index, item in enumerate(value):
+        path: _yamlpos.Path = ("patches", index)
+        entry = c.mapping(item, path, "a patch set")
+        if entry is None:
+            continue
+        c.keys(entry, PATCH_KEYS, path)
+        name = c.string(entry, "name", path, required=True)
+        if name is not None and (name in layer_names or any(s.name == name for s in sets)):
+            c.problem((*path, "name"), f"'{name}' is already a layer or patch set name")
+            continue
+        mode = entry.get("mode", "bake")
+        if mode not in ("bake", "mount"):
+            c.problem((*path, "mode"), f"must be 'bake' (copied into the image) or 'mount' "
+                      f"(bind-mounted at run time), not {mode!r}")
+            continue
+        folder = _inside(root, entry.get("dir"), (*path, "dir"), c)
+        if folder is None or name is None:
+            continue
+        files = _mounts(folder, (*path, "dir"), c)
+        if files is not None:
+            sets.append(PatchSet(name, folder, str(entry["dir"]), mode, files))
+    return sets
+
+
+def _mounts(folder: Path, path: _yamlpos.Path, c: _Checker) -> tuple[PatchFile, ...] | None:
+    """Read ``mounts.txt``: one ``FILE CONTAINER_PATH`` per line, ``#`` comments."""
+    mounts = folder / "mounts.txt"
+    if not mounts.is_file():
+        c.problem(path, f"{mounts} is missing; list each patch file and its container path there")
+        return None
+    files: list[PatchFile] = []
+    for number, line in _numbered(mounts):
+        parts = line.split(None, 1)
+        where = f"{mounts}:{number}"
+        if len(parts) != 2 or (" " in parts[1] and not PLACEHOLDER.match(parts[1])):
+            c.problem(path, f"{where}: write 'FILE /container/path', one per line")
+            continue
+        file, target = parts
+        if PLACEHOLDER.match(target) or PLACEHOLDER.match(file):
+            c.placeholders.append(f"{where}: container path or file name of '{file}'")
+            continue
+        if "/" in file or file.startswith("."):
+            c.problem(path, f"{where}: '{file}' must be a plain file name inside {folder.name}/")
+            continue
+        if not target.startswith("/"):
+            c.problem(path, f"{where}: '{target}' must be an absolute container path")
+            continue
+        if not (folder / file).is_file():
+            c.placeholders.append(f"{where}: the patch file {folder / file} itself (not in the repository)")
+            continue
+        files.append(PatchFile(file, target))
+    return tuple(files)
+
+
+def _numbered(path: Path) -> Iterator[tuple[int, str]]:
+    """Non-blank lines that are not ``#`` comments, with their 1-based numbers."""
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            yield number, text

@@ -1,0 +1,187 @@
+"""The content-addressed store: every input and output held by its sha256.
+
+Safe under two concurrent builds and under kill -9 at any point: content is written to a
+private temporary file (held under an exclusive ``flock`` while written), verified, fsynced
+and then renamed into place. A reader only ever sees complete, verified entries; a temp
+file whose writer died is found by its free lock and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import HashMismatchError, UsageError
+
+CHUNK = 1 << 20
+SWEEP_AGE_S = 30
+
+
+def default_root() -> Path:
+    if os.environ.get("SPARKIMG_STORE"):
+        return Path(os.environ["SPARKIMG_STORE"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "sparkimg"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """Blobs under ``blobs/sha256/``, JSON records beside them, temp files under ``tmp/``."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or default_root()).expanduser()
+        try:
+            for sub in ("blobs/sha256", "tmp", "records", "git"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the store at {self.root}: {exc.strerror}",
+                             hint="pass --store DIR or set SPARKIMG_STORE to a writable folder") from None
+        self.sweep()
+
+    # -- blobs -----------------------------------------------------------------
+
+    def blob(self, sha256: str) -> Path:
+        return self.root / "blobs" / "sha256" / sha256
+
+    def has(self, sha256: str) -> bool:
+        return self.blob(sha256).is_file()
+
+    def put_stream(self, chunks: Iterable[bytes], *, expected: str | None = None, what: str = "input") -> str:
+        """Admit content; if ``expected`` is given and differs, admit nothing and raise."""
+        with self._temp() as (handle, tmp):
+            digest = hashlib.sha256()
+            for chunk in chunks:
+                digest.update(chunk)
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+            found = digest.hexdigest()
+            if expected is not None and found != expected:
+                raise HashMismatchError(
+                    f"{what}: sha256 mismatch: expected {expected}, got {found}; nothing was admitted",
+                    hint="the source changed or the download is corrupt; if the change is intended, "
+                    "re-lock with `sparkimg lock --update NAME`",
+                )
+            target = self.blob(found)
+            if not target.exists():
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, target)
+                _fsync_dir(target.parent)
+            return found
+
+    def put_file(self, path: Path, *, expected: str | None = None, what: str | None = None) -> str:
+        with open(path, "rb") as handle:
+            return self.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=expected, what=what or str(path))
+
+    def put_bytes(self, data: bytes, *, expected: str | None = None, what: str = "input") -> str:
+        return self.put_stream([data], expected=expected, what=what)
+
+    def verify(self, sha256: str) -> bool:
+        return self.has(sha256) and sha256_file(self.blob(sha256)) == sha256
+
+    def export(self, sha256: str, target: Path) -> None:
+        """Copy a blob out (a hard link would let a build step write through to the store)."""
+        shutil.copyfile(self.blob(sha256), target)
+
+    # -- records ---------------------------------------------------------------
+
+    def record_path(self, kind: str, name: str) -> Path:
+        return self.root / "records" / kind / f"{name}.json"
+
+    def read_record(self, kind: str, name: str) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(self.record_path(kind, name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        return data
+
+    def write_record(self, kind: str, name: str, data: dict[str, Any]) -> None:
+        write_json_atomic(self.record_path(kind, name), data)
+
+    # -- temp files and locks ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def _temp(self) -> Iterator[tuple[IO[bytes], str]]:
+        fd, tmp = tempfile.mkstemp(dir=self.root / "tmp", prefix="put.")
+        handle = os.fdopen(fd, "wb")
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield handle, tmp
+        finally:
+            handle.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def temp_dir(self, prefix: str) -> Path:
+        return Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
+
+    @contextlib.contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """An exclusive lock shared by all sparkimg processes on this store."""
+        path = self.root / "tmp" / f"{name}.lock"
+        with open(path, "a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            yield
+
+    def sweep(self) -> int:
+        """Remove temp files left by writers that died (their flock is free)."""
+        removed = 0
+        now = time.time()
+        for entry in (self.root / "tmp").glob("put.*"):
+            try:
+                # A writer takes its flock right after creating the file: skip young files.
+                if now - entry.stat().st_mtime < SWEEP_AGE_S:
+                    continue
+                with open(entry, "rb") as handle:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    entry.unlink()
+                    removed += 1
+            except (BlockingIOError, FileNotFoundError):
+                continue
+        return removed
