@@ -33,8 +33,9 @@ class SpecError(UsageError):
         self.path = path
         self.problems = problems
         lines = "\n".join(f"  {p}" for p in problems)
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{path}: {len(problems)} {noun}:\n{lines}")
+        count = sum(1 for p in problems if not p.startswith(" "))
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(f"{path}: {count} {noun}:\n{lines}")
 
 
 class LockError(UsageError):

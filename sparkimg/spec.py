@@ -21,7 +21,7 @@ from ._units import parse_size
 from .errors import SpecError, UsageError
 
 SCHEMA = "sparkimg/v1"
-PLACEHOLDER = re.compile(r"^<operator:\s*(.+?)\s*>$")
+PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ARCH = re.compile(r"^(\d+)\.(\d)([af]?)$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -266,7 +266,8 @@ class _Checker:
             return None
         item = value[key]
         if not isinstance(item, str) or not item.strip():
-            self.problem((*path, key), f"must be a non-empty string, not {_type(item)}")
+            quote = "; quote it so YAML keeps it as text" if isinstance(item, (int, float)) else ""
+            self.problem((*path, key), f"must be a non-empty string, not {_type(item)}{quote}")
             return None
         match = PLACEHOLDER.match(item)
         if match:
@@ -430,8 +431,9 @@ def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
         text = str(item) if isinstance(item, (str, float)) else None
         if text is None or not _ARCH.match(text):
             hint = ""
-            if isinstance(item, str) and item.startswith(("sm_", "compute_")):
-                hint = f"; write '{item.split('_', 1)[1][:-1]}.{item[-1]}' style, e.g. '12.1a'"
+            sm_form = re.match(r"^(?:sm|compute)_(\d+)(\d)([af]?)$", item) if isinstance(item, str) else None
+            if sm_form:
+                hint = f"; write '{sm_form.group(1)}.{sm_form.group(2)}{sm_form.group(3)}'"
             c.problem((*path, index), f"{item!r} is not a CUDA architecture like '12.1a'{hint}")
             continue
         if isinstance(item, float):
@@ -751,15 +753,15 @@ def _mounts(folder: Path, path: _yamlpos.Path, c: _Checker) -> tuple[PatchFile, 
         return None
     files: list[PatchFile] = []
     for number, line in _numbered(mounts):
-        parts = line.split(None, 1)
-        where = f"{mounts}:{number}"
-        if len(parts) != 2 or (" " in parts[1] and not PLACEHOLDER.match(parts[1])):
+        where = f"{_shown(mounts)}:{number}"
+        if "<operator" in line:
+            c.placeholders.append(f"{where}: {line}")
+            continue
+        parts = line.split()
+        if len(parts) != 2:
             c.problem(path, f"{where}: write 'FILE /container/path', one per line")
             continue
         file, target = parts
-        if PLACEHOLDER.match(target) or PLACEHOLDER.match(file):
-            c.placeholders.append(f"{where}: container path or file name of '{file}'")
-            continue
         if "/" in file or file.startswith("."):
             c.problem(path, f"{where}: '{file}' must be a plain file name inside {folder.name}/")
             continue
@@ -771,6 +773,14 @@ def _mounts(folder: Path, path: _yamlpos.Path, c: _Checker) -> tuple[PatchFile, 
             continue
         files.append(PatchFile(file, target))
     return tuple(files)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _numbered(path: Path) -> Iterator[tuple[int, str]]:

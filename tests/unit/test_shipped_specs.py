@@ -1,0 +1,57 @@
+"""The specs shipped in layers/: the demo is valid; the GB10 spec lists what the operator
+must supply, and passes once a copy is filled in."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sparkimg.errors import SpecError
+from sparkimg.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+GB10 = REPO / "layers" / "dsv41-flash-gb10.yaml"
+
+
+def test_demo_spec_is_valid() -> None:
+    spec = load_spec(REPO / "layers" / "demo.yaml")
+    assert [layer.kind for layer in spec.layers] == ["compile", "wheel"]
+    assert spec.patches[0].mode == "bake"
+
+
+def test_gb10_spec_lists_every_operator_value() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(GB10)
+    message = str(info.value)
+    assert "11 value(s) must be supplied by the operator" in message
+    for needle in ("base.image", "base.digest", "sources.vllm.commit: full 40-hex commit of dsv41-feat that starts "
+                   "e47aa780", "sources.flashinfer.commit", "patch 7 of 7"):
+        assert needle in message
+
+
+def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
+    (tmp_path / "layers").mkdir()
+    text = GB10.read_text()
+    text = text.replace('"<operator: the vLLM nightly image built at commit 8a728663, as REGISTRY/REPOSITORY:TAG>"',
+                        "registry.example/vllm/vllm-openai:nightly-8a728663")
+    text = text.replace('"<operator: that image\'s manifest digest (sha256:...), as pulled on the Spark>"',
+                        "sha256:" + "ab" * 32)
+    text = re.sub(r'"<operator: full 40-hex commit of dsv41-feat[^"]*"', "e47aa780" + "0" * 32, text)
+    text = re.sub(r'"<operator: full 40-hex commit of the v0.7.0rc1 tag>"', "f1" * 20, text)
+    assert '"<operator' not in text
+    (tmp_path / "layers" / GB10.name).write_text(text)
+    patches = tmp_path / "patches" / "dsv41-flash-gb10"
+    patches.mkdir(parents=True)
+    names = ["engram.py", "engram_prestage.py", "engram_disk.py", "sm12x_page_attn.py", "sm12x_page_kv.py",
+             "sm12x_topk_sampler.py", "sm12x_topk_dispatch.py"]
+    for name in names:
+        (patches / name).write_text(f"# {name}\n")
+    (patches / "mounts.txt").write_text(
+        "".join(f"{n} /usr/local/lib/python3.12/dist-packages/vllm/patched/{n}\n" for n in names))
+    spec = load_spec(tmp_path / "layers" / GB10.name)
+    assert spec.platform == "linux/arm64"
+    assert [a.text for a in spec.cuda_architectures] == ["12.1a"]
+    assert len(spec.patches[0].files) == 7 and spec.patches[0].mode == "mount"
+    assert spec.base.digest == "sha256:" + "ab" * 32

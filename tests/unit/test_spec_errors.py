@@ -1,0 +1,171 @@
+"""The spec error corpus: each bad spec, and the exact problem line a user sees."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkimg.errors import SpecError
+from sparkimg.spec import load_spec
+
+GOOD = """\
+schema: sparkimg/v1
+name: demo
+platform: linux/arm64
+cuda_architectures: ["12.1a"]
+base:
+  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
+toolchain:
+  cuda: host
+  path: /usr/local/cuda
+sources:
+  kernel:
+    path: kernel
+  six:
+    pypi: six
+    version: "1.16.0"
+  vllm:
+    git: https://example.invalid/vllm.git
+    ref: dsv41-feat
+    commit: e47aa780
+layers:
+  - name: kernel
+    kind: compile
+    source: kernel
+    command: python3 /src/build_wheel.py --out /out
+    env:
+      NVCC_GENCODE: "{gencode}"
+    memory: 2g
+    job_memory: 512m
+  - name: six
+    kind: wheel
+    source: six
+patches:
+  - name: demo
+    dir: patches/demo
+    mode: bake
+env:
+  A: "1"
+labels:
+  org.example.x: "y"
+"""
+
+# (id, text to replace, replacement, expected problem line)
+CASES: list[tuple[str, str, str, str]] = [
+    ("schema-missing", "schema: sparkimg/v1\n", "", "spec.yaml:1: schema: must be 'sparkimg/v1' (found None)"),
+    ("schema-wrong", "sparkimg/v1", "sparkimg/v0", "spec.yaml:1: schema: must be 'sparkimg/v1' (found 'sparkimg/v0')"),
+    ("unknown-top-key", "name: demo", "nmae: demo", "spec.yaml:2: nmae: unknown key; did you mean 'name'?"),
+    ("name-missing", "name: demo\n", "", "spec.yaml:1: name: is required; add e.g. 'name: demo'"),
+    ("name-invalid", "name: demo", "name: Demo Image", "spec.yaml:2: name: 'Demo Image' is not a valid name"),
+    ("platform-bad", "linux/arm64", "linux/riscv", "spec.yaml:3: platform: 'linux/riscv' is not supported"),
+    ("archs-missing", 'cuda_architectures: ["12.1a"]\n', "", "cuda_architectures: is required"),
+    ("archs-empty", '["12.1a"]', "[]", "spec.yaml:4: cuda_architectures: must be a non-empty list"),
+    ("arch-sm-form", '["12.1a"]', '["sm_121a"]', "cuda_architectures[0]: 'sm_121a' is not a CUDA architecture like "
+     "'12.1a'; write '12.1a'"),
+    ("arch-unquoted", '["12.1a"]', "[12.1]", "cuda_architectures[0]: 12.1 must be quoted"),
+    ("arch-twice", '["12.1a"]', '["12.1a", "12.1a"]', "cuda_architectures[1]: '12.1a' is listed twice"),
+    ("base-missing", "base:\n  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm\n", "", "base: is required"),
+    ("base-unknown-key", "  image: 127.0.0.1", "  imag: 127.0.0.1", "spec.yaml:6: base.imag: unknown key; did you "
+     "mean 'image'?"),
+    ("base-latest", "demo-base:bookworm", "demo-base", "base.image: '127.0.0.1:5000/sparkimg/demo-base' has "
+     "neither tag nor digest"),
+    ("base-digest-bad", "demo-base:bookworm\n", "demo-base:bookworm\n  digest: sha256:abc\n",
+     "spec.yaml:7: base.digest: 'sha256:abc' is not a digest"),
+    ("base-not-mapping", "base:\n  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm",
+     "base: 127.0.0.1:5000/x:y", "spec.yaml:5: base: must be a mapping (image and digest), not str"),
+    ("toolchain-kind", "cuda: host", "cuda: local", "toolchain.cuda: must be 'base'"),
+    ("toolchain-relative", "path: /usr/local/cuda", "path: usr/local/cuda", "toolchain.path: 'usr/local/cuda' must "
+     "be an absolute host path"),
+    ("source-two-kinds", "    path: kernel\n", "    path: kernel\n    git: x\n", "sources.kernel: needs exactly "
+     "one of git:, pypi:, path: (found git and path)"),
+    ("source-none", "    path: kernel\n", "    url: kernel\n", "sources.kernel: needs exactly one of git:, pypi:, "
+     "path: (found none)"),
+    ("path-escapes", "path: kernel", "path: ../../etc", "sources.kernel.path: '../../etc' escapes the spec's root"),
+    ("path-missing", "path: kernel", "path: nothere", "sources.kernel.path: 'nothere' does not exist"),
+    ("path-absolute", "path: kernel", "path: /etc", "sources.kernel.path: must be relative to the spec's root"),
+    ("pypi-range", 'version: "1.16.0"', 'version: ">=1.16"', "sources.six.version: '>=1.16' is a range, not a pin"),
+    ("pypi-unquoted", 'version: "1.16.0"', "version: 1.16", "sources.six.version: 1.16 must be quoted"),
+    ("pypi-sha-bad", 'version: "1.16.0"', 'version: "1.16.0"\n    sha256: xyz', "sources.six.sha256: must be 64 "
+     "lower-case hex digits"),
+    ("git-branch-as-commit", "commit: e47aa780", "commit: main", "sources.vllm.commit: 'main' is not a commit; "
+     "branch and tag names go in 'ref'"),
+    ("git-unpinned", "    ref: dsv41-feat\n    commit: e47aa780\n", "", "sources.vllm: a git source needs 'ref' "
+     "(branch or tag, pinned by the lock) or 'commit'"),
+    ("git-unknown-key", "    ref: dsv41-feat", "    branch: dsv41-feat", "sources.vllm.branch: unknown key; "
+     "allowed: git, ref, commit"),
+    ("layers-missing", "layers:", "layerz:", "layers: is required"),
+    ("layer-kind", "kind: compile", "kind: docker", "layers[0].kind: must be 'compile' or 'wheel', not 'docker'"),
+    ("layer-duplicate", "  - name: six\n", "  - name: kernel\n", "layers[1].name: duplicate layer name 'kernel'"),
+    ("layer-unknown-source", "    source: kernel", "    source: kernal", "layers[0].source: unknown source "
+     "'kernal'; did you mean 'kernel'?"),
+    ("layer-compile-from-wheel", "    source: kernel", "    source: six", "layers[0].source: a compile layer builds "
+     "from git or path; 'six' is a pypi wheel (use kind: wheel)"),
+    ("layer-wheel-from-path", "    source: six", "    source: kernel", "layers[1].source: a wheel layer takes a pypi "
+     "source; 'kernel' is path"),
+    ("command-missing", "    command: python3 /src/build_wheel.py --out /out\n", "", "layers[0].command: is "
+     "required; the shell command that writes wheels to /out"),
+    ("unknown-variable", "{gencode}", "{gencodes}", "layers[0].env.NVCC_GENCODE: unknown variable '{gencodes}'; did "
+     "you mean '{gencode}'?"),
+    ("env-not-string", 'A: "1"', "A: 1", "env.A: must be a string, not int; quote it"),
+    ("env-bad-name", 'A: "1"', 'A-B: "1"', "env.A-B: 'A-B' is not a valid environment variable name"),
+    ("memory-bad", "memory: 2g", "memory: 2q", "layers[0].memory: '2q' is not a size; write e.g. 8g or 512m"),
+    ("cpus-bad", "memory: 2g", "memory: 2g\n    cpus: -1", "layers[0].cpus: -1 must be a positive number of CPUs"),
+    ("pids-bad", "memory: 2g", "memory: 2g\n    pids: lots", "layers[0].pids: 'lots' must be an integer of at "
+     "least 16"),
+    ("cpuset-bad", "memory: 2g", "memory: 2g\n    cpuset: all", "layers[0].cpuset: 'all' must be a CPU list"),
+    ("job-memory-too-big", "job_memory: 512m", "job_memory: 4g", "layers[0].job_memory: is larger than memory"),
+    ("layer-unknown-key", "    job_memory: 512m", "    jobs: 4", "layers[0].jobs: unknown key"),
+    ("patch-mode", "mode: bake", "mode: copy", "patches[0].mode: must be 'bake' (copied into the image) or 'mount'"),
+    ("patch-dir-escapes", "dir: patches/demo", "dir: ../outside", "patches[0].dir: '../outside' escapes the spec's "
+     "root"),
+    ("patch-name-collides", "  - name: demo\n    dir", "  - name: six\n    dir", "patches[0].name: 'six' is already "
+     "a layer or patch set name"),
+    ("label-reserved", "org.example.x", "org.opencontainers.image.title", "labels.org.opencontainers.image.title: "
+     "is set by sparkimg itself"),
+    ("duplicate-key", 'A: "1"', 'A: "1"\n  A: "2"', 'spec.yaml:38: env.A: duplicate key; keep one of them'),
+    ("yaml-syntax", "layers:\n", "layers: [\n", "(syntax):"),
+    ("placeholder", "commit: e47aa780", "commit: \"<operator: full commit of dsv41-feat e47aa780>\"",
+     "sources.vllm.commit: full commit of dsv41-feat e47aa780"),
+]
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 30
+    assert len({c[0] for c in CASES}) == len(CASES)
+
+
+def test_good_spec_loads(project: Callable[[str], Path]) -> None:
+    spec = load_spec(project(GOOD))
+    assert spec.name == "demo"
+    assert [a.code for a in spec.cuda_architectures] == ["121a"]
+    assert spec.patches[0].files[0].mount.startswith("/")
+
+
+@pytest.mark.parametrize(("case", "old", "new", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_bad_spec(project: Callable[[str], Path], case: str, old: str, new: str, expected: str) -> None:
+    assert old in GOOD, f"corpus case {case} does not apply to the good spec"
+    path = project(GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert expected in message, message
+    assert "Traceback" not in message
+
+
+def test_all_problems_reported_at_once(project: Callable[[str], Path]) -> None:
+    text = GOOD.replace("name: demo", "nmae: demo").replace("memory: 2g", "memory: 2q")
+    with pytest.raises(SpecError) as info:
+        load_spec(project(text))
+    assert len(info.value.problems) >= 3  # unknown key, missing name, bad size
+
+
+def test_cli_exit_code_two_without_traceback(project: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from sparkimg.cli import main
+
+    path = project(GOOD.replace("kind: compile", "kind: docker"))
+    assert main(["check", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "layers[0].kind" in captured.err
+    assert "Traceback" not in captured.err
