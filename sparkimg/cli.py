@@ -29,8 +29,8 @@ EXAMPLES = {
     "doctor": "sparkimg doctor --json",
 }
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
 
 
 def _parser() -> argparse.ArgumentParser:

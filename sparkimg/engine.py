@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineError
+from .errors import BuildError, EngineError
 
 LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
 
@@ -239,7 +239,7 @@ class Engine:
             tail = [*tail[-40:], line]
             log(layer, "assemble", line)
         if proc.wait() != 0:
-            raise EngineError(f"image build failed ({builder}):\n" + "\n".join(tail[-15:]))
+            raise BuildError(f"image assembly failed ({builder}); last output:\n" + "\n".join(tail[-15:]))
         image_id = iidfile.read_text().strip()
         iidfile.unlink(missing_ok=True)
         return BuildOutput(image_id, builder)

@@ -76,6 +76,23 @@ def dockerfile(plan: Plan, base_tag: str, wheel_files: list[tuple[str, str]]) ->
     return "\n".join(lines) + "\n"
 
 
+def write_context(plan: Plan, base_tag: str, records: dict[str, dict[str, Any]], store: Store, context: Path) -> None:
+    """Lay out the build context: wheels with a hash-pinned requirements file, patches, Dockerfile."""
+    (context / "wheels").mkdir(parents=True)
+    wheel_files = wheels(plan, records)
+    requirements = []
+    for filename, sha256 in wheel_files:
+        store.export(sha256, context / "wheels" / filename)
+        requirements.append(f"{WHEEL_DIR}/{filename} --hash=sha256:{sha256}")
+    (context / "wheels" / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    for set_name, entry in plan.lock.patches.items():
+        folder = context / "patches" / set_name
+        folder.mkdir(parents=True)
+        for item in entry["files"]:
+            store.export(item["sha256"], folder / item["file"])
+    (context / "Dockerfile").write_text(dockerfile(plan, base_tag, wheel_files))
+
+
 def assemble(
     plan: Plan,
     base_tag: str,
@@ -88,19 +105,7 @@ def assemble(
     work = store.temp_dir("assemble.")
     try:
         context = work / "context"
-        (context / "wheels").mkdir(parents=True)
-        wheel_files = wheels(plan, records)
-        requirements = []
-        for filename, sha256 in wheel_files:
-            store.export(sha256, context / "wheels" / filename)
-            requirements.append(f"{WHEEL_DIR}/{filename} --hash=sha256:{sha256}")
-        (context / "wheels" / "requirements.txt").write_text("\n".join(requirements) + "\n")
-        for set_name, entry in plan.lock.patches.items():
-            folder = context / "patches" / set_name
-            folder.mkdir(parents=True)
-            for item in entry["files"]:
-                store.export(item["sha256"], folder / item["file"])
-        (context / "Dockerfile").write_text(dockerfile(plan, base_tag, wheel_files))
+        write_context(plan, base_tag, records, store, context)
         output = engine.build(
             context,
             tags=[plan.image_ref],
@@ -111,8 +116,3 @@ def assemble(
         return output.image_id, output.builder
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def save_dockerfile(plan: Plan, base_tag: str, records: dict[str, dict[str, Any]], path: Path) -> None:
-    """Write the generated Dockerfile (for inspection and for the benchmark's baseline)."""
-    path.write_text(dockerfile(plan, base_tag, wheels(plan, records)))

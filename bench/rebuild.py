@@ -1,0 +1,106 @@
+"""Rebuild benchmark: sparkimg's no-op and patch-only rebuilds against baselines from the same run.
+
+Prints, for the demo spec (scripts/dev-up must have run):
+  - no-op `sparkimg build` vs `docker build` of the same generated Dockerfile, warm cache;
+  - patch-only `sparkimg build` (lock + build) vs the cold build (empty store, no image).
+Each figure is the median of --runs repetitions. Usage: python bench/rebuild.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sparkimg(store: Path, *args: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "sparkimg.cli", "--store", str(store), *args], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def copy_demo(into: Path) -> Path:
+    for part in ("layers/demo.yaml", "build/demo-kernel", "patches/demo"):
+        source, target = REPO / part, into / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
+    spec = into / "layers" / "demo.yaml"
+    spec.write_text(spec.read_text().replace("image: sparkimg/demo", f"image: sparkimg-bench/{uuid.uuid4().hex[:8]}"))
+    return spec
+
+
+def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
+    """Time `docker build` of the generated Dockerfile and context, after one warm-up build."""
+    from sparkimg import lock as lock_mod
+    from sparkimg.build.assemble import labels, write_context
+    from sparkimg.engine import Engine
+    from sparkimg.fetch import base_tag
+    from sparkimg.plan import compute
+    from sparkimg.spec import load_spec
+    from sparkimg.store import Store
+
+    spec = load_spec(spec_path)
+    lock = lock_mod.load(spec)
+    store = Store(store_root)
+    engine = Engine.connect()
+    plan = compute(spec, lock, store, engine)
+    records = {layer.name: store.read_record("layers", layer.key) or {} for layer in plan.layers
+               if layer.kind == "compile"}
+    context = work / "context"
+    write_context(plan, base_tag(spec, lock), records, store, context)
+    command = [engine.client] + (["buildx", "build", "--load"] if engine.buildx else ["build"])
+    command += ["--network", "none", "-q", "-t", f"{spec.image}:docker-baseline", "--build-arg",
+                f"SOURCE_DATE_EPOCH={lock.source_date_epoch}"]
+    for key, value in labels(plan).items():
+        command += ["--label", f"{key}={value}"]
+    command.append(str(context))
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)  # warm the cache
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def one_run() -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="sparkimg-bench.") as tmp:
+        root = Path(tmp)
+        spec, store = copy_demo(root), root / "store"
+        sparkimg(store, "lock", str(spec))
+        cold = sparkimg(store, "build", str(spec), "--quiet")
+        noop = sparkimg(store, "build", str(spec), "--quiet")
+        docker_warm = docker_build_warm(spec, store, root)
+        patch = root / "patches" / "demo" / "serve.env"
+        patch.write_text(patch.read_text() + f"BENCH={uuid.uuid4().hex}\n")
+        patch_only = sparkimg(store, "lock", str(spec)) + sparkimg(store, "build", str(spec), "--quiet")
+        return {"cold": cold, "noop": noop, "docker_warm": docker_warm, "patch_only": patch_only}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    runs = [one_run() for _ in range(args.runs)]
+    median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    print(f"demo spec, median of {args.runs} runs (seconds)")
+    print(f"  cold build (empty store, no image)          {median['cold']:7.2f}")
+    print(f"  docker build, same Dockerfile, warm cache   {median['docker_warm']:7.2f}")
+    print(f"  sparkimg no-op rebuild                       {median['noop']:7.2f}"
+          f"   ratio to warm docker build: {median['noop'] / median['docker_warm']:.2f}")
+    print(f"  sparkimg patch-only rebuild (lock + build)   {median['patch_only']:7.2f}"
+          f"   ratio to cold build: {median['patch_only'] / median['cold']:.2f}")
+    subprocess.run("docker images --format '{{.Repository}}:{{.Tag}}' | grep '^sparkimg-bench/' | "
+                   "xargs -r docker rmi -f >/dev/null 2>&1", shell=True, check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Helpers for integration tests: run the real CLI in-process and parse its JSON."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkimg.cli import main
+
+# A shell command that writes a minimal valid wheel to /out.
+WHEEL = ("python3 -c \"import zipfile; z = zipfile.ZipFile('/out/t-0-py3-none-any.whl', 'w'); "
+         "[z.writestr(n, d) for n, d in [('t.py', ''), ('t-0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: t"
+         "\\nVersion: 0\\n'), ('t-0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: "
+         "py3-none-any\\n'), ('t-0.dist-info/RECORD', '')]]\"")
+
+SPEC = """\
+schema: sparkimg/v1
+name: {name}
+image: sparkimg-test/{name}
+platform: native
+cuda_architectures: ["12.1a"]
+base:
+  image: {base}
+toolchain:
+  cuda: host
+  path: /usr/local/cuda
+sources:
+  kernel:
+    path: kernel
+layers:
+  - name: kernel
+    kind: compile
+    source: kernel
+    command: {command}
+    memory: {memory}
+    job_memory: {job_memory}
+    pids: 256
+{extra}"""
+
+
+def spec_text(base: str, command: str, *, memory: str = "1g", job_memory: str = "256m", extra: str = "") -> str:
+    name = f"it-{uuid.uuid4().hex[:10]}"
+    return SPEC.format(name=name, base=base, command=json.dumps(command), memory=memory, job_memory=job_memory,
+                       extra=extra)
+
+
+def cli(capsys: pytest.CaptureFixture[str], store: Path, *args: str) -> tuple[int, Any, str]:
+    """Run ``sparkimg --store STORE ARGS`` in-process; return (exit code, parsed stdout or None, stderr)."""
+    capsys.readouterr()
+    code = main(["--store", str(store), *args])
+    captured = capsys.readouterr()
+    try:
+        data = json.loads(captured.out) if "--json" in args else None
+    except ValueError:
+        data = None
+    return code, data, captured.err
+
+
+def cached(result: dict[str, Any]) -> dict[str, bool]:
+    return {layer["name"]: layer["cached"] for layer in result["layers"]}

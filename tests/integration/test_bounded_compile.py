@@ -1,0 +1,134 @@
+"""Compile layers in real bounded containers: limits applied, OOM reported, no network,
+architecture audit on real nvcc output, --reserve refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import requests
+
+from sparkimg import lock as lock_mod
+from sparkimg.build import build
+from sparkimg.build.bounds import Overrides
+from sparkimg.engine import Engine
+from sparkimg.spec import load_spec
+from sparkimg.store import Store
+
+from .helpers import WHEEL, cli, spec_text
+
+Project = Callable[..., Path]
+
+
+def _locked(project: Project, store: Store, text: str) -> Path:
+    path = project(text)
+    spec = load_spec(path)
+    lock_mod.write(spec, lock_mod.resolve(spec, store))
+    return path
+
+
+def test_bounds_reach_the_container(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
+    probe = ("for f in memory/memory.limit_in_bytes memory/memory.memsw.limit_in_bytes pids/pids.max "
+             "cpu/cpu.cfs_quota_us memory.max pids.max cpu.max; do [ -f /sys/fs/cgroup/$f ] && "
+             "echo \"$f=$(cat /sys/fs/cgroup/$f)\"; done; echo MAX_JOBS=$MAX_JOBS; echo NINJAFLAGS=$NINJAFLAGS; "
+             "ls /sys/class/net; " + WHEEL)
+    text = spec_text(demo_base, probe, memory="1g", job_memory="256m").replace("    pids: 256",
+                                                                                "    pids: 256\n    cpus: 1")
+    path = _locked(project, store, text)
+    lines: list[str] = []
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine,
+                   log=lambda layer, phase, line: lines.append(line))
+    seen = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert seen.get("memory/memory.limit_in_bytes", seen.get("memory.max")) == str(1 << 30)
+    if "memory/memory.memsw.limit_in_bytes" in seen:
+        assert seen["memory/memory.memsw.limit_in_bytes"] == str(1 << 30)  # memory-swap = memory
+    assert seen.get("pids/pids.max", seen.get("pids.max")) == "256"
+    assert seen.get("cpu/cpu.cfs_quota_us", seen.get("cpu.max", "").split(" ")[0]) == "100000"
+    assert seen["MAX_JOBS"] == "1" and seen["NINJAFLAGS"] == "-j1"  # one CPU
+    assert "lo" in lines and "eth0" not in lines
+    record = result.records["kernel"]
+    assert record["metrics"]["peak_memory"] > 0 and record["metrics"]["wall_s"] > 0
+    assert record["metrics"]["cpu_s"] is not None
+    engine.remove_image(result.image_ref)
+
+
+def test_no_network_in_compile(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
+    requests.get("http://127.0.0.1:5000/v2/", timeout=5).raise_for_status()  # reachable from the host
+    probe = ("python3 -c \"import os, socket; assert os.listdir('/sys/class/net') == ['lo'], os.listdir("
+             "'/sys/class/net'); s = socket.socket(); s.settimeout(3); assert s.connect_ex(('127.0.0.1', 5000)) != 0; "
+             "print('isolated')\" && " + WHEEL)
+    path = _locked(project, store, spec_text(demo_base, probe))
+    lines: list[str] = []
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine,
+                   log=lambda layer, phase, line: lines.append(line))
+    assert "isolated" in lines
+    engine.remove_image(result.image_ref)
+
+
+def test_oom_is_reported_with_bound_and_peak(
+    project: Project, store: Store, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hog = "python3 -c \"x = bytearray(600 << 20); print(len(x))\" && " + WHEEL
+    path = _locked(project, store, spec_text(demo_base, hog, memory="96m", job_memory="32m"))
+    code, _, err = cli(capsys, store.root, "build", str(path), "--quiet")
+    assert code == 5
+    assert "layer kernel: killed by the OOM killer at its memory bound 96.0 MiB" in err
+    assert "peak" in err and "raise the layer's memory" in err
+    assert "Traceback" not in err
+
+
+def test_kill_9_is_not_called_oom(project: Project, store: Store, engine: Engine, demo_base: str,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = _locked(project, store, spec_text(demo_base, "kill -9 $$"))
+    code, _, err = cli(capsys, store.root, "build", str(path), "--quiet")
+    assert code == 1 and "exited with 137" in err and "OOM" not in err
+
+
+def test_audit_fails_a_layer_built_only_for_sm120(
+    project: Project, store: Store, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = "python3 /src/build_wheel.py --out /out"
+    text = spec_text(demo_base, command, memory="2g", job_memory="512m").replace(
+        "    pids: 256", "    pids: 256\n    env:\n      NVCC_GENCODE: \"-gencode arch=compute_120,code=sm_120\"")
+    path = _locked(project, store, text)
+    code, _, err = cli(capsys, store.root, "build", str(path), "--quiet")
+    assert code == 6
+    assert "lacks requested CUDA architectures (12.1a)" in err
+    assert "has sm [120], lacks [121]" in err
+    audits = list((store.root / "records" / "audits").glob("*.json"))
+    assert len(audits) == 1 and '"missing": [\n' in audits[0].read_text()
+
+
+def test_audit_passes_real_sm121a_build(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
+    text = spec_text(demo_base, "python3 /src/build_wheel.py --out /out", memory="2g", job_memory="512m").replace(
+        "    pids: 256", "    pids: 256\n    env:\n      NVCC_GENCODE: \"{gencode}\"")
+    path = _locked(project, store, text)
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine)
+    reports = result.records["kernel"]["audit"]
+    assert reports and reports[0]["cubin_sm"] == [121] and reports[0]["missing"] == []
+    engine.remove_image(result.image_ref)
+
+
+def test_reserve_refuses_before_any_container(
+    project: Project, store: Store, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _locked(project, store, spec_text(demo_base, WHEEL))
+    code, _, err = cli(capsys, store.root, "build", str(path), "--reserve", "100000g", "--quiet")
+    assert code == 4 and "MemAvailable" in err and "--reserve" in err
+    assert list((store.root / "records").glob("layers/*.json")) == []
+
+
+def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
+    from sparkimg.build.bounds import mem_available
+
+    path = _locked(project, store, spec_text(demo_base, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
+                                             "2>/dev/null || cat /sys/fs/cgroup/memory.max; " + WHEEL,
+                                             memory="8g", job_memory="64m"))
+    reserve = mem_available() - (512 << 20)
+    lines: list[str] = []
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, Overrides(reserve=reserve),
+                   log=lambda layer, phase, line: lines.append(line))
+    limit = int(next(line for line in lines if line.isdigit()))
+    assert limit < 1 << 30  # shrunk from 8 GiB to what the reserve leaves (about 512 MiB)
+    engine.remove_image(result.image_ref)
