@@ -63,7 +63,7 @@ def store(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Callable[[str], Path]:
+def project(tmp_path: Path) -> Callable[..., Path]:
     """Write a spec (dedented) into a fresh project folder with the demo kernel and patches."""
 
     def make(text: str, name: str = "spec.yaml") -> Path:

@@ -68,8 +68,7 @@ def build(
     lock_mod.check(spec, lock)
     plan = compute(spec, lock, store, engine)
     if plan.image.cached:
-        status(f"{plan.image_ref} is up to date: nothing to build")
-        # Every layer is in the image already; none is rebuilt.
+        # Every layer is in the image already; none is rebuilt and the engine builds nothing.
         plan = replace(plan, layers=tuple(replace(layer, cached=True) for layer in plan.layers))
         return BuildResult(plan, plan.image_ref, engine.image_id(plan.image_ref), started=started,
                            finished=time.time())

@@ -25,7 +25,8 @@ def demo(tmp_path: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
     spec = tmp_path / "layers" / "demo.yaml"
-    spec.write_text(spec.read_text().replace("image: sparkimg/demo", f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"))
+    image = f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"
+    spec.write_text(spec.read_text().replace("image: sparkimg/demo", image))
     return spec
 
 

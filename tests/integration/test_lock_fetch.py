@@ -138,7 +138,7 @@ def evil_server() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             return None
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             body = b"not the wheel you pinned"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -156,7 +156,8 @@ def test_fetch_rejects_content_that_does_not_match_the_lock(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     text = spec_text(demo_base, WHEEL).replace(
-        "  kernel:\n    path: kernel\n", "  kernel:\n    path: kernel\n  six:\n    pypi: six\n    version: \"1.16.0\"\n")
+        "  kernel:\n    path: kernel\n",
+        "  kernel:\n    path: kernel\n  six:\n    pypi: six\n    version: \"1.16.0\"\n")
     path = project(text)
     assert cli(capsys, store.root, "lock", str(path))[0] == 0
     lock_file = lock_mod.lock_path(load_spec(path))
@@ -175,7 +176,8 @@ def test_two_concurrent_builds_share_one_store(project: Project, store: Store, e
     path = project(spec_text(demo_base, "sleep 2; " + WHEEL))
     spec = load_spec(path)
     lock_mod.write(spec, lock_mod.resolve(spec, store))
-    command = [sys.executable, "-m", "sparkimg.cli", "--store", str(store.root), "build", str(path), "--json", "--quiet"]
+    command = [sys.executable, "-m", "sparkimg.cli", "--store", str(store.root),
+               "build", str(path), "--json", "--quiet"]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [r[1] for r in results]

@@ -66,7 +66,7 @@ def keys(spec: Spec, data: dict[str, Any], digest: str = "sha256:lock") -> dict[
     return {name: key_of(kind, inputs) for name, kind, inputs in layer_inputs(spec, lock)}
 
 
-def test_keys_are_stable(project: Callable[[str], Path]) -> None:
+def test_keys_are_stable(project: Callable[..., Path]) -> None:
     spec = load_spec(project(SPEC))
     data = lock_data(spec)
     assert keys(spec, data) == keys(spec, copy.deepcopy(data))
@@ -74,7 +74,7 @@ def test_keys_are_stable(project: Callable[[str], Path]) -> None:
     assert keys(spec, data) == keys(spec, reordered)
 
 
-def test_bounds_and_jobs_do_not_change_keys(project: Callable[[str], Path]) -> None:
+def test_bounds_and_jobs_do_not_change_keys(project: Callable[..., Path]) -> None:
     base = keys(load_spec(project(SPEC)), lock_data(load_spec(project(SPEC))))
     other = SPEC.replace("memory: 2g", "memory: 6g\n    cpus: 3\n    pids: 99").replace("job_memory: 512m",
                                                                                         "job_memory: 1g")
@@ -82,7 +82,7 @@ def test_bounds_and_jobs_do_not_change_keys(project: Callable[[str], Path]) -> N
     assert keys(spec, lock_data(spec))["kernel"] == base["kernel"]
 
 
-def test_compile_key_is_sensitive(project: Callable[[str], Path]) -> None:
+def test_compile_key_is_sensitive(project: Callable[..., Path]) -> None:
     spec = load_spec(project(SPEC))
     base = keys(spec, lock_data(spec))["kernel"]
     changes: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -101,7 +101,7 @@ def test_compile_key_is_sensitive(project: Callable[[str], Path]) -> None:
         assert keys(changed, lock_data(changed))["kernel"] != base, new
 
 
-def test_patch_change_rebuilds_only_the_image(project: Callable[[str], Path]) -> None:
+def test_patch_change_rebuilds_only_the_image(project: Callable[..., Path]) -> None:
     spec = load_spec(project(SPEC))
     before = keys(spec, lock_data(spec), "sha256:a")
     data = lock_data(spec)
@@ -112,7 +112,7 @@ def test_patch_change_rebuilds_only_the_image(project: Callable[[str], Path]) ->
     assert after["image"] != before["image"]
 
 
-def test_image_key_follows_layer_keys(project: Callable[[str], Path]) -> None:
+def test_image_key_follows_layer_keys(project: Callable[..., Path]) -> None:
     spec = load_spec(project(SPEC))
     data = lock_data(spec)
     before = keys(spec, data)

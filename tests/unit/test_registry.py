@@ -38,8 +38,8 @@ def server() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: Any) -> None:
             return None
 
-        def do_GET(self) -> None:  # noqa: N802
-            host = f"127.0.0.1:{self.server.server_address[1]}"
+        def do_GET(self) -> None:
+            host = self.headers["Host"]
             seen.append(self.path)
             if self.path.startswith("/token"):
                 assert "scope=repository%3Avllm%2Fnightly%3Apull" in self.path

@@ -161,7 +161,9 @@ def test_all_problems_reported_at_once(project: Callable[[str], Path]) -> None:
     assert len(info.value.problems) >= 3  # unknown key, missing name, bad size
 
 
-def test_cli_exit_code_two_without_traceback(project: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_exit_code_two_without_traceback(
+    project: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     from sparkimg.cli import main
 
     path = project(GOOD.replace("kind: compile", "kind: docker"))
