@@ -49,15 +49,17 @@ def spec_text(base: str, command: str, *, memory: str = "1g", job_memory: str = 
 
 
 def cli(capsys: pytest.CaptureFixture[str], store: Path, *args: str) -> tuple[int, Any, str]:
-    """Run ``sparkimg --store STORE ARGS`` in-process; return (exit code, parsed stdout or None, stderr)."""
+    """Run ``sparkimg --store STORE ARGS`` in-process; return (exit code, stdout, stderr) with stdout
+    parsed when ``--json`` is among the arguments (None if it is not JSON)."""
     capsys.readouterr()
     code = main(["--store", str(store), *args])
     captured = capsys.readouterr()
+    if "--json" not in args:
+        return code, captured.out, captured.err
     try:
-        data = json.loads(captured.out) if "--json" in args else None
+        return code, json.loads(captured.out), captured.err
     except ValueError:
-        data = None
-    return code, data, captured.err
+        return code, None, captured.err
 
 
 def cached(result: dict[str, Any]) -> dict[str, bool]:
