@@ -15,7 +15,7 @@ from .. import lock as lock_mod
 from ..engine import Engine, LogFn
 from ..fetch import fetch
 from ..lock import Lock
-from ..plan import Plan, compute, remember
+from ..plan import Plan, compute, is_built, remember
 from ..spec import CompileLayer, Spec
 from ..store import Store
 from .assemble import assemble
@@ -80,20 +80,33 @@ def build(
         planned = plan.layer(layer.name)
         if not isinstance(layer, CompileLayer):
             continue
-        if planned.cached:
-            record = store.read_record("layers", planned.key)
-            assert record is not None
-            records[layer.name] = record
-            status(f"compile {layer.name}: cached ({planned.key[:12]})")
-            continue
-        budget = derive(layer.bounds, overrides, layer=layer.name)
-        records[layer.name] = compile_layer(
-            spec, lock, layer, planned, fetched.blobs[layer.source], lock.base["config_digest"],
-            store, engine, budget, log, status,
-        )
+        # One build per key at a time: a concurrent build of the same layer waits, then reuses it.
+        with store.lock(f"layer-{planned.key}"):
+            if planned.cached or is_built(planned.kind, planned.key, planned.inputs, store, engine, spec):
+                record = store.read_record("layers", planned.key)
+                assert record is not None
+                records[layer.name] = record
+                status(f"compile {layer.name}: cached ({planned.key[:12]})")
+                continue
+            budget = derive(layer.bounds, overrides, layer=layer.name)
+            records[layer.name] = compile_layer(
+                spec, lock, layer, planned, fetched.blobs[layer.source], lock.base["config_digest"],
+                store, engine, budget, log, status,
+            )
         built.append(layer.name)
-    status(f"assemble {plan.image_ref}")
-    image_id, builder = assemble(plan, fetched.base_tag, records, store, engine, log)
-    built.append("image")
+    image = plan.image
+    with store.lock(f"image-{image.key}"):
+        if is_built(image.kind, image.key, image.inputs, store, engine, spec):
+            image_id = engine.image_id(plan.image_ref)
+            status(f"assemble {plan.image_ref}: built meanwhile by another build")
+            builder = None
+        else:
+            status(f"assemble {plan.image_ref}")
+            image_id, builder = assemble(plan, fetched.base_tag, records, store, engine, log)
+            built.append("image")
+    # A layer another build finished while this one waited is reported as cached, as it was not rebuilt.
+    plan = replace(plan, layers=tuple(
+        replace(layer, cached=True) if layer.kind != "wheel" and layer.name not in built else layer
+        for layer in plan.layers))
     remember(plan, store)
     return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time())

@@ -22,7 +22,7 @@ from sparkimg.errors import ResolveError
 from sparkimg.spec import load_spec
 from sparkimg.store import Store
 
-from .helpers import WHEEL, cli, spec_text
+from .helpers import WHEEL, cached, cli, spec_text
 
 Project = Callable[..., Path]
 
@@ -183,6 +183,8 @@ def test_two_concurrent_builds_share_one_store(project: Project, store: Store, e
     assert [p.returncode for p in procs] == [0, 0], [r[1] for r in results]
     images = {json.loads(out)["image"]["id"] for out, _ in results}
     assert len(images) == 1
+    # Single flight per key: one build compiled the layer, the other waited and reused it.
+    assert sorted(cached(json.loads(out))["kernel"] for out, _ in results) == [False, True]
     for blob in (store.root / "blobs" / "sha256").iterdir():
         assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name
     assert list((store.root / "tmp").glob("put.*")) == []
