@@ -71,6 +71,10 @@ class RegistryClient:
         self._tokens: dict[str, str] = {}
 
     def resolve(self, reference: str, tag_or_digest: str, platform: str) -> Resolved:
+        return self.inspect(reference, tag_or_digest, platform)[0]
+
+    def inspect(self, reference: str, tag_or_digest: str, platform: str) -> tuple[Resolved, dict[str, Any]]:
+        """The digests a tag points at for ``platform``, and the image's config (labels and all)."""
         ref = ImageRef.parse(reference)
         body, media_type, digest = self._manifest(ref, tag_or_digest)
         index_digest: str | None = None
@@ -88,7 +92,7 @@ class RegistryClient:
                 f"{reference}:{tag_or_digest} is a {found} image, but the spec asks for {platform}",
                 hint="point base.image at an image (or index) for that platform",
             )
-        return Resolved(index_digest, digest, config_digest, media_type, platform)
+        return Resolved(index_digest, digest, config_digest, media_type, platform), config
 
     def _manifest(self, ref: ImageRef, tag_or_digest: str) -> tuple[dict[str, Any], str, str]:
         url = f"{ref.base_url}/manifests/{tag_or_digest}"

@@ -27,6 +27,12 @@ EXAMPLES = {
     "plan": "sparkimg plan layers/demo.yaml --json",
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
     "doctor": "sparkimg doctor --json",
+    "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
+    "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
+    "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
+                      "--recipe layers/demo.recipe.yaml --image sparkimg/demo:KEY --patches patches/demo",
+    "show-receipt": "sparkimg show-receipt receipts/demo/KEY.receipt.json --key demo.pub",
+    "run-args": "docker run --rm $(sparkimg run-args receipts/demo/KEY.receipt.json) sparkimg/demo:KEY",
 }
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -69,6 +75,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for every build container")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
+    p.add_argument("--key", type=Path, help="sign the receipt with this private key (default: $SPARKIMG_KEY); "
+                   "without one the receipt is written unsigned and says so")
+    p.add_argument("--receipt", type=Path, help="where to write the receipt "
+                   "(default: receipts/NAME/KEY.receipt.json under the spec's root)")
+    p.add_argument("--record-host", action="store_true", help="record this machine's host name in the receipt")
+    p = command("keygen", "write an ECDSA P-256 signing key pair: PREFIX.key (0600) and PREFIX.pub", spec=False)
+    p.add_argument("--out", type=Path, required=True, metavar="PREFIX", help="path prefix of the two files")
+    p.add_argument("--force", action="store_true", help="replace existing files")
+    p = command("patches", "pin a patch set (write MD5SUMS and SHA256SUMS) or check it against them", spec=False)
+    p.add_argument("action", choices=("pin", "check"))
+    p.add_argument("dir", type=Path, metavar="DIR", help="the patch set folder (holding mounts.txt)")
+    p = command("verify-receipt", "check a signed receipt against the key, a recipe, the image and the patch "
+                "files; exit 0 ok, 1 mismatch, 2 bad input", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key (PEM)")
+    p.add_argument("--recipe", type=Path, help="a sparkimg-recipe/v1 or sparkring-recipe/v1 file")
+    p.add_argument("--image", metavar="REF", help="an image in the local engine, or in a registry")
+    p.add_argument("--patches", type=Path, metavar="DIR", help="a patch set folder to check file by file")
+    p.add_argument("--rehash", action="store_true",
+                   help="also re-hash, in parallel, the store's copy of every input and output the receipt names")
+    p = command("show-receipt", "render a receipt for a person", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--key", type=Path, metavar="PUB", help="check the signature with this public key")
+    p = command("run-args", "print the docker run arguments a receipt implies (read-only patch mounts)", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--root", type=Path, default=Path("."), help="folder the receipt's patch paths are under "
+                   "(default: the current folder)")
+    p.add_argument("--key", type=Path, metavar="PUB", help="refuse unless the receipt is signed by this key")
     command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     return parser
 
@@ -200,8 +234,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _signing_key(args: argparse.Namespace) -> Any:
+    import os
+
+    from .receipts.keys import KEY_ENV, load_private
+
+    path = args.key or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
+    return load_private(path) if path else None
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from . import lock as lock_mod
+    from . import receipts
     from .build import build
     from .build.bounds import Overrides
     from .engine import Engine
@@ -209,8 +253,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     spec = _load(args)
     lock = lock_mod.load(spec)
     overrides = Overrides(args.memory, args.cpus, args.cpuset, args.pids, args.reserve, args.cgroup_parent)
-    result = build(spec, lock, _store(args), Engine.connect(), overrides, status=_status(args), log=_log(args))
-    _emit(args, result.to_json())
+    key = _signing_key(args)
+    store = _store(args)
+    result = build(spec, lock, store, Engine.connect(), overrides, status=_status(args), log=_log(args))
+    emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host)
+    result.receipt = str(emitted.path)
+    if emitted.signed:
+        _status(args)(f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
+                      + ("" if emitted.written else " (unchanged)"))
+    else:
+        err.print(f"[bold yellow]warning:[/] receipt {emitted.path} is NOT signed; pass --key or set "
+                  f"SPARKIMG_KEY (create one with `sparkimg keygen`)", markup=True, highlight=False)
+    _emit(args, {**result.to_json(), "signed": emitted.signed})
     if not args.json:
         if not result.built:
             out.print(f"{result.image_ref}: up to date, nothing built ({result.image_id})")
@@ -242,6 +296,129 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from .receipts.keys import generate
+
+    key = generate(args.out, force=args.force)
+    files = {"private": f"{args.out}.key", "public": f"{args.out}.pub"}
+    _emit(args, {"keyid": key.keyid, **files})
+    if not args.json:
+        out.print(f"wrote {files['private']} (mode 0600) and {files['public']}; keyid {key.keyid}")
+    return 0
+
+
+def cmd_patches(args: argparse.Namespace) -> int:
+    from . import patches
+
+    if args.action == "pin":
+        files = patches.pin(args.dir)
+        _emit(args, {"dir": str(args.dir), "files": files})
+        if not args.json:
+            noun = "file" if len(files) == 1 else "files"
+            out.print(f"wrote {args.dir}/MD5SUMS and {args.dir}/SHA256SUMS ({len(files)} {noun})")
+        return 0
+    files, problems = patches.check(args.dir)
+    _emit(args, {"dir": str(args.dir), "ok": not problems, "files": files,
+                 "problems": [p.to_json() for p in problems]})
+    if not args.json:
+        for problem in problems:
+            err.print(f"[red]mismatch:[/] {args.dir}/{problem}", markup=True, highlight=False)
+        noun = "file" if len(files) == 1 else "files"
+        out.print(f"{args.dir}: {len(files)} {noun} " + ("match MD5SUMS and SHA256SUMS" if not problems
+                                                         else f"with {len(problems)} mismatches"))
+    return 0 if not problems else 1
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 40 else text[:23] + "…" + text[-8:]
+
+
+def cmd_verify_receipt(args: argparse.Namespace) -> int:
+    from .receipts.keys import load_public
+    from .receipts.verify import Request, local_image_of, verify
+
+    request = Request(args.receipt, load_public(args.key), args.recipe, args.image, args.patches, args.rehash)
+    report = verify(request, store=_store(args), local_image=local_image_of)
+    _emit(args, report.to_json())
+    if not args.json:
+        table = Table(title=f"verify-receipt {args.receipt}")
+        for column in ("stage", "field", "expected", "found", ""):
+            table.add_column(column, overflow="fold")
+        for c in report.checks:
+            table.add_row(c.stage, c.field, _short(c.expected), _short(c.found), "[green]ok[/]" if c.ok else
+                          "[red]MISMATCH[/]")
+        out.print(table)
+        if report.ok:
+            out.print(f"[green]ok[/]: {len(report.checks)} checks passed")
+        else:
+            for reason in report.reasons():
+                err.print(f"[red]mismatch:[/] {reason}", markup=True, highlight=False)
+            skipped = f"; not checked: {', '.join(report.skipped)}" if report.skipped else ""
+            err.print(f"verify-receipt failed at {report.failed}{skipped}")
+    return report.exit_code
+
+
+def cmd_show_receipt(args: argparse.Namespace) -> int:
+    from .receipts import dsse
+    from .receipts.keys import load_public
+    from .receipts.statement import facts, schema_problems
+
+    envelope = dsse.read(args.receipt)
+    signature = "not checked (pass --key)"
+    if args.key:
+        why = envelope.check_signature(load_public(args.key))
+        signature = "valid" if why is None else f"INVALID: {why}"
+    try:
+        data = json.loads(envelope.payload)
+    except ValueError:
+        raise dsse.EnvelopeError(f"{args.receipt}: the payload is not JSON") from None
+    if problems := schema_problems(data):
+        raise dsse.EnvelopeError(f"{args.receipt}: not a sparkimg receipt: {'; '.join(problems)}")
+    found = facts(data)
+    _emit(args, {"signature": signature, "keyids": [s.keyid for s in envelope.signatures], "facts": found,
+                 "statement": data})
+    if args.json:
+        return 0
+    run = data["predicate"]["runDetails"]
+    out.print(f"[bold]{found['image.reference']}[/]  {found['image.id']}")
+    out.print(f"signature: {signature}; keyids: {', '.join(s.keyid[:16] for s in envelope.signatures) or 'none'}")
+    out.print(f"built {run['metadata']['startedOn']} -> {run['metadata']['finishedOn']} by "
+              f"{run['builder']['id']} ({run['metadata']['invocationId']})")
+    table = Table(title="pinned inputs and fields")
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for name, value in sorted(found.items()):
+        table.add_row(name, value if isinstance(value, str) else json.dumps(value))
+    out.print(table)
+    layers = Table(title="layers")
+    for column in ("layer", "key", "wall", "cpu", "peak memory", "audit"):
+        layers.add_column(column)
+    for item in run["byproducts"]:
+        if not item["name"].startswith("layer:"):
+            continue
+        notes, metrics = item["annotations"], item["annotations"]["metrics"]
+        peak = format_size(metrics["peak_memory"]) if metrics.get("peak_memory") else "?"
+        sms = sorted({sm for r in notes["audit"] for sm in r.get("sm", [])})
+        layers.add_row(item["name"].removeprefix("layer:"), notes["key"][:16], f"{metrics['wall_s']:.1f} s",
+                       f"{metrics.get('cpu_s') or 0:.1f} s", peak, ", ".join(f"sm_{s}" for s in sms) or "-")
+    out.print(layers)
+    return 0
+
+
+def cmd_run_args(args: argparse.Namespace) -> int:
+    import shlex
+
+    from .receipts.keys import load_public
+    from .receipts.runargs import run_args
+
+    result = run_args(args.receipt, args.root, load_public(args.key) if args.key else None)
+    _emit(args, result.to_json())
+    if not args.json:
+        print(shlex.join(result.args()))
+    return 0
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "lock": cmd_lock,
@@ -249,6 +426,11 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": cmd_plan,
     "build": cmd_build,
     "doctor": cmd_doctor,
+    "keygen": cmd_keygen,
+    "patches": cmd_patches,
+    "verify-receipt": cmd_verify_receipt,
+    "show-receipt": cmd_show_receipt,
+    "run-args": cmd_run_args,
 }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, _git, _pypi, _tree
+from . import patches as patches_mod
 from ._registry import RegistryClient
 from .errors import LockError, ResolveError
 from .spec import GitSource, PatchSet, PathSource, PypiSource, Spec
@@ -261,12 +262,23 @@ def _path_entry(spec: Spec, source: PathSource) -> dict[str, Any]:
 
 
 def _patch_entry(spec: Spec, patch_set: PatchSet) -> dict[str, Any]:
-    files = []
+    """The set's files with both digests. Where the set carries MD5SUMS/SHA256SUMS, they must
+    agree with the files: a patch does not change without its pin changing too."""
+    files: list[dict[str, Any]] = []
     for item in patch_set.files:
         data = (patch_set.dir / item.file).read_bytes()
-        files.append({"file": item.file, "mount": item.mount, "size": len(data),
-                      "sha256": hashlib.sha256(data).hexdigest(),
-                      "md5": hashlib.md5(data, usedforsecurity=False).hexdigest()})
+        files.append({"file": item.file, "mount": item.mount, "size": len(data), **patches_mod.digests(data)})
+    for algorithm, name in patches_mod.SUMS.items():
+        sums_file = patch_set.dir / name
+        if not sums_file.is_file():
+            continue
+        pinned = patches_mod.read_sums(sums_file)
+        found: dict[str, str] = {f["file"]: f[algorithm] for f in files}
+        if pinned != found:
+            wrong = sorted(n for n in set(pinned) | set(found) if pinned.get(n) != found.get(n))
+            raise LockError(f"patches.{patch_set.name}: {patch_set.written}/{name} disagrees with the files: "
+                            f"{', '.join(wrong)}",
+                            hint=f"if the change is intended, re-pin with `sparkimg patches pin {patch_set.written}`")
     return {"dir": patch_set.dir.relative_to(spec.root).as_posix(), "mode": patch_set.mode, "files": files}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +19,7 @@ import yaml
 from . import _yamlpos
 from ._units import parse_size
 from .errors import SpecError, UsageError
+from .patches import numbered_lines
 
 SCHEMA = "sparkimg/v1"
 PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
@@ -80,6 +81,16 @@ class Arch:
         return f"{self.sm}{self.suffix}"
 
 
+def split_reference(reference: str) -> tuple[str, str | None, str | None]:
+    """``repo[:tag][@digest]`` -> (repository, tag, digest); a port is not a tag."""
+    ref, _, digest = reference.partition("@")
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository, tag = ref.rsplit(":", 1)
+        return repository, tag, digest or None
+    return ref, None, digest or None
+
+
 @dataclass(frozen=True)
 class BaseImage:
     """The base image: a reference (registry/repository[:tag]) and an optional pinned digest."""
@@ -89,15 +100,11 @@ class BaseImage:
 
     @property
     def repository(self) -> str:
-        ref = self.reference.split("@", 1)[0]
-        last = ref.rsplit("/", 1)[-1]
-        return ref.rsplit(":", 1)[0] if ":" in last else ref
+        return split_reference(self.reference)[0]
 
     @property
     def tag(self) -> str | None:
-        ref = self.reference.split("@", 1)[0]
-        last = ref.rsplit("/", 1)[-1]
-        return last.rsplit(":", 1)[1] if ":" in last else None
+        return split_reference(self.reference)[1]
 
 
 @dataclass(frozen=True)
@@ -752,7 +759,7 @@ def _mounts(folder: Path, path: _yamlpos.Path, c: _Checker) -> tuple[PatchFile, 
         c.problem(path, f"{mounts} is missing; list each patch file and its container path there")
         return None
     files: list[PatchFile] = []
-    for number, line in _numbered(mounts):
+    for number, line in numbered_lines(mounts):
         where = f"{_shown(mounts)}:{number}"
         if "<operator" in line:
             c.placeholders.append(f"{where}: {line}")
@@ -781,11 +788,3 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def _numbered(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank lines that are not ``#`` comments, with their 1-based numbers."""
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        text = line.strip()
-        if text and not text.startswith("#"):
-            yield number, text

@@ -43,6 +43,8 @@ class BuildResult:
     builder: str | None = None
     started: float = 0.0
     finished: float = 0.0
+    blobs: dict[str, str] = field(default_factory=dict)
+    engine: dict[str, str | None] = field(default_factory=dict)
     receipt: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -51,6 +53,10 @@ class BuildResult:
             "receipt": self.receipt,
             "layers": [layer.to_json() for layer in self.plan.layers],
         }
+
+
+def _engine_info(engine: Engine, builder: str | None) -> dict[str, str | None]:
+    return {"client": engine.version, "server": engine.server_version(), "builder": builder}
 
 
 def build(
@@ -70,8 +76,11 @@ def build(
     if plan.image.cached:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
         plan = replace(plan, layers=tuple(replace(layer, cached=True) for layer in plan.layers))
-        return BuildResult(plan, plan.image_ref, engine.image_id(plan.image_ref), started=started,
-                           finished=time.time())
+        kept = {layer.name: store.read_record("layers", plan.layer(layer.name).key) for layer in spec.layers
+                if isinstance(layer, CompileLayer)}
+        return BuildResult(plan, plan.image_ref, engine.image_id(plan.image_ref),
+                           records={k: v for k, v in kept.items() if v is not None}, started=started,
+                           finished=time.time(), engine={"client": engine.version})
     fetched = fetch(spec, lock, store, engine, log=status)
     assert fetched.base_tag is not None
     records: dict[str, dict[str, Any]] = {}
@@ -109,4 +118,5 @@ def build(
         replace(layer, cached=True) if layer.kind != "wheel" and layer.name not in built else layer
         for layer in plan.layers))
     remember(plan, store)
-    return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time())
+    return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time(),
+                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder))

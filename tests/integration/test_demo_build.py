@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
     """A copy of the repository's demo (spec, kernel source, patch set) with a unique image name."""
-    for part in ("layers/demo.yaml", "build/demo-kernel", "patches/demo"):
+    for part in ("layers/demo.yaml", "layers/demo.recipe.yaml", "build/demo-kernel", "patches/demo",
+                 "patches/demo-runtime"):
         source, target = REPO / part, tmp_path / part
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
@@ -65,7 +66,11 @@ def test_demo_builds_then_rebuilds_nothing_then_only_the_image(
     patch = demo.parents[1] / "patches" / "demo" / "serve.env"
     patch.write_text(patch.read_text() + "VLLM_EXTRA=1\n")
     code, _, err = cli(capsys, store, "build", str(demo), "--json")
-    assert code == 2 and "patches.demo" in err  # the lock pins the old bytes: fail closed
+    assert code == 2 and "patches.demo" in err and "MD5SUMS disagrees" in err  # the sums pin the old bytes
+    assert cli(capsys, store, "lock", str(demo))[0] == 2  # and the lock will not pin bytes the sums do not
+    assert cli(capsys, store, "patches", "pin", str(patch.parent))[0] == 0
+    code, _, err = cli(capsys, store, "build", str(demo))
+    assert code == 2 and "differ from the lock" in err  # the lock still pins the old bytes: fail closed
     assert cli(capsys, store, "lock", str(demo))[0] == 0
     code, plan, _ = cli(capsys, store, "plan", str(demo), "--json")
     assert cached(plan) == {"demo-kernel": True, "six": True, "image": False}

@@ -1,0 +1,123 @@
+"""Signing keys: ECDSA P-256 with SHA-256, PEM files, a key id derived from the public key.
+
+P-256 because the standard offline verifiers take it from a PEM public key as it is:
+cosign's key-based verification, securesystemslib (``ecdsa-sha2-nistp256``) and
+``openssl dgst -verify``. Signatures are DER-encoded (r, s), as those tools expect.
+The key id is the sha256 of the public key's DER SubjectPublicKeyInfo, so anyone with the
+``.pub`` file can compute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ..errors import UsageError
+from ..store import write_atomic
+
+KEY_ENV = "SPARKIMG_KEY"
+
+
+class KeyFileError(UsageError):
+    """A key file is missing, unreadable, of the wrong type or too open."""
+
+
+def keyid_of(public: ec.EllipticCurvePublicKey) -> str:
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).hexdigest()
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    key: ec.EllipticCurvePublicKey
+    keyid: str
+
+    def verify(self, signature: bytes, message: bytes) -> bool:
+        try:
+            self.key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return False
+        return True
+
+    def pem(self) -> bytes:
+        return self.key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+@dataclass(frozen=True)
+class PrivateKey:
+    key: ec.EllipticCurvePrivateKey
+    keyid: str
+
+    def sign(self, message: bytes) -> bytes:
+        return self.key.sign(message, ec.ECDSA(hashes.SHA256()))
+
+    @property
+    def public(self) -> PublicKey:
+        return PublicKey(self.key.public_key(), self.keyid)
+
+
+def generate(prefix: Path, *, force: bool = False) -> PrivateKey:
+    """Write ``PREFIX.key`` (PKCS#8 PEM, mode 0600) and ``PREFIX.pub`` (SubjectPublicKeyInfo PEM)."""
+    private_path, public_path = prefix.with_name(prefix.name + ".key"), prefix.with_name(prefix.name + ".pub")
+    for path in (private_path, public_path):
+        if path.exists() and not force:
+            raise KeyFileError(f"{path} exists; refusing to overwrite a key",
+                               hint="choose another --out prefix, or pass --force to replace it")
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = PrivateKey(key, keyid_of(key.public_key()))
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    write_atomic(private_path, pem, mode=0o600)
+    write_atomic(public_path, private.public.pem(), mode=0o644)
+    return private
+
+
+def load_private(path: Path) -> PrivateKey:
+    """The signing key at ``path``; refused when group or others can read it."""
+    try:
+        mode = path.stat().st_mode
+        data = path.read_bytes()
+    except OSError as exc:
+        raise KeyFileError(f"{path}: cannot read the signing key ({exc.strerror})",
+                           hint="create one with `sparkimg keygen --out PREFIX`") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(f"{path}: the private key is accessible by others (mode {stat.S_IMODE(mode):04o})",
+                           hint=f"chmod 600 {path}")
+    try:
+        key = serialization.load_pem_private_key(data, password=_password())
+    except (ValueError, TypeError) as exc:
+        raise KeyFileError(f"{path}: not a PEM private key sparkimg can use ({exc})",
+                           hint="set SPARKIMG_KEY_PASSWORD for an encrypted key; "
+                           "create a new one with `sparkimg keygen`") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise KeyFileError(f"{path}: an ECDSA P-256 key is required, this is {type(key).__name__}",
+                           hint="create one with `sparkimg keygen --out PREFIX`")
+    return PrivateKey(key, keyid_of(key.public_key()))
+
+
+def load_public(path: Path) -> PublicKey:
+    """A trusted public key (PEM SubjectPublicKeyInfo)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise KeyFileError(f"{path}: cannot read the public key ({exc.strerror})") from None
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError as exc:
+        raise KeyFileError(f"{path}: not a PEM public key ({exc})",
+                           hint="pass the .pub file written by `sparkimg keygen`") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise KeyFileError(f"{path}: an ECDSA P-256 public key is required, this is {type(key).__name__}")
+    return PublicKey(key, keyid_of(key))
+
+
+def _password() -> bytes | None:
+    value = os.environ.get("SPARKIMG_KEY_PASSWORD")
+    return value.encode() if value else None

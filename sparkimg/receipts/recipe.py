@@ -1,0 +1,237 @@
+"""Recipes: the serving contract, as a list of fields a receipt must carry.
+
+Two formats are read. ``sparkimg-recipe/v1`` names the spec (or a receipt) it needs and
+adds explicit expectations; when it names a spec, the expectations are generated from
+that spec and its lock, never copied. ``sparkring-recipe/v1`` (the serving repository's
+format, field.md) contributes its ``runtime`` block and ``hardware.cuda_arch``: the image
+lock's base and serving digests, a validated local image ID, source pins, patch md5s.
+docs/receipt.md ("Recipes") lists every key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import lock as lock_mod
+from .. import patches as patches_mod
+from ..errors import UsageError
+from ..spec import load_spec
+from . import dsse
+from .keys import PublicKey
+from .statement import dependencies, dependency_facts, facts, schema_problems
+
+SCHEMA = "sparkimg-recipe/v1"
+SPARKRING = "sparkring-recipe/v1"
+RECIPE_KEYS = {"schema", "name", "description", "spec", "receipt", "expect"}
+EXPECT_KEYS = {"base", "image", "platform", "cuda_architectures", "sources", "patches", "spec", "lock"}
+SOURCE_FIELDS = {"commit", "tree", "sha256", "version", "ref", "filename"}
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+_ARCH_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
+
+
+class RecipeError(UsageError):
+    """The recipe file is unreadable or malformed (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One field a receipt must carry. ``prefix`` accepts a short commit for a full one;
+    a ``*`` in ``field`` matches any one patch set (recipes key patches by file name)."""
+
+    field: str
+    expected: Any
+    origin: str
+    prefix: bool = False
+
+    def matches(self, found: Any) -> bool:
+        if self.prefix and isinstance(found, str) and isinstance(self.expected, str):
+            return found.startswith(self.expected)
+        return bool(found == self.expected)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    path: Path
+    schema: str
+    name: str
+    expectations: tuple[Expectation, ...]
+
+
+def load(path: Path, trusted: PublicKey) -> Recipe:
+    """Read a recipe of either format; ``trusted`` checks a receipt the recipe names."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path}: not YAML or JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping with a 'schema' key")
+    schema = data.get("schema")
+    if schema == SCHEMA:
+        return _sparkimg(path, data, trusted)
+    if schema == SPARKRING:
+        return _sparkring(path, data)
+    raise RecipeError(f"{path}: schema: {schema!r} is not a recipe format sparkimg reads",
+                      hint=f"use schema: {SCHEMA} (docs/receipt.md), or a {SPARKRING} file")
+
+
+def _sparkimg(path: Path, data: dict[str, Any], trusted: PublicKey) -> Recipe:
+    _keys(path, data, RECIPE_KEYS, "")
+    name = str(data.get("name") or path.stem)
+    found: list[Expectation] = []
+    if data.get("spec") is not None:
+        found += _from_spec(path, path.parent / str(data["spec"]))
+    if data.get("receipt") is not None:
+        found += _from_receipt(path, path.parent / str(data["receipt"]), trusted)
+    expect = data.get("expect") or {}
+    if not isinstance(expect, dict):
+        raise RecipeError(f"{path}: expect: must be a mapping of expected receipt fields")
+    _keys(path, expect, EXPECT_KEYS, "expect.")
+    origin = f"{path.name} expect"
+    for group in ("base", "image", "spec", "lock"):
+        for field, value in _mapping(path, expect.get(group), f"expect.{group}").items():
+            found.append(Expectation(f"{group}.{field}", value, origin))
+    if "platform" in expect:
+        found.append(Expectation("platform", expect["platform"], origin))
+    if "cuda_architectures" in expect:
+        found.append(Expectation("cuda_architectures", _archs(path, expect["cuda_architectures"]), origin))
+    for source, pins in _mapping(path, expect.get("sources"), "expect.sources").items():
+        for field, value in _mapping(path, pins, f"expect.sources.{source}").items():
+            if field not in SOURCE_FIELDS:
+                raise RecipeError(f"{path}: expect.sources.{source}.{field}: unknown field",
+                                  hint=f"use one of {', '.join(sorted(SOURCE_FIELDS))}")
+            found.append(Expectation(f"sources.{source}.{field}", str(value), origin,
+                                     prefix=field == "commit" and len(str(value)) < 40))
+    found += _patch_md5s(path, expect.get("patches"), "expect.patches", origin)
+    if not found:
+        raise RecipeError(f"{path}: the recipe expects nothing",
+                          hint="name the spec it serves (spec: ../layers/NAME.yaml) or add expect: fields")
+    return Recipe(path, SCHEMA, name, tuple(found))
+
+
+def _from_spec(recipe: Path, spec_path: Path) -> list[Expectation]:
+    """Every pin of the spec and its lock, in receipt terms: generated, not copied."""
+    spec = load_spec(spec_path)
+    lock = lock_mod.load(spec)
+    lock_mod.check(spec, lock)
+    origin = f"{spec_path.name} + lock"
+    wanted: dict[str, Any] = {
+        "spec.digest": spec.digest, "lock.digest": lock.digest, "platform": lock.platform,
+        "cuda_architectures": [a.text for a in spec.cuda_architectures],
+    }
+    wanted.update({k: v for k, v in dependency_facts(dependencies(spec, lock)).items() if v is not None})
+    return [Expectation(field, value, origin) for field, value in sorted(wanted.items())]
+
+
+def _from_receipt(recipe: Path, receipt: Path, trusted: PublicKey) -> list[Expectation]:
+    """The fields of a receipt the recipe pins (for instance the qualified one)."""
+    envelope = dsse.read(receipt)
+    why = envelope.check_signature(trusted)
+    if why:
+        raise RecipeError(f"{recipe}: receipt: {receipt}: {why}",
+                          hint="a recipe may only name a receipt signed by the key you trust")
+    data = json.loads(envelope.payload)
+    if schema_problems(data):
+        raise RecipeError(f"{recipe}: receipt: {receipt} is not a sparkimg receipt")
+    skip = {"image.reference", "image.key"}
+    return [Expectation(k, v, receipt.name) for k, v in sorted(facts(data).items()) if k not in skip and v is not None]
+
+
+def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
+    name = str(data.get("recipe_id") or path.stem)
+    origin = f"{path.name} ({SPARKRING})"
+    found: list[Expectation] = []
+    hardware = _mapping(path, data.get("hardware"), "hardware")
+    if "cuda_arch" in hardware:
+        found.append(Expectation("cuda_architectures", _archs(path, hardware["cuda_arch"]), origin))
+    if "platform" in hardware:
+        found.append(Expectation("platform", hardware["platform"], origin))
+    runtime = _mapping(path, data.get("runtime"), "runtime")
+    if not runtime:
+        raise RecipeError(f"{path}: runtime: missing; sparkimg checks a {SPARKRING} recipe's runtime block")
+    image_lock = runtime.get("image_lock")
+    if isinstance(image_lock, str):
+        lock_file = path.parent / image_lock
+        try:
+            image_lock = yaml.safe_load(lock_file.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise RecipeError(f"{path}: runtime.image_lock: cannot read {lock_file} ({exc})") from None
+    lock_data = _mapping(path, image_lock, "runtime.image_lock")
+    base = _mapping(path, lock_data.get("base_image"), "runtime.image_lock.base_image")
+    for field in ("manifest_digest", "config_digest"):
+        if base.get(field):
+            found.append(Expectation(f"base.{field}", base[field], origin))
+    serving = _mapping(path, lock_data.get("serving_image"), "runtime.image_lock.serving_image")
+    if serving.get("manifest_digest"):
+        found.append(Expectation("image.manifest_digest", serving["manifest_digest"], origin))
+    if runtime.get("validated_local_image_id"):
+        found.append(Expectation("image.id", runtime["validated_local_image_id"], origin))
+    for source, pin in _mapping(path, runtime.get("pins"), "runtime.pins").items():
+        fields = pin if isinstance(pin, dict) else {"commit" if _HEX.match(str(pin)) else "version": pin}
+        for field, value in fields.items():
+            if field in SOURCE_FIELDS:
+                found.append(Expectation(f"sources.{source}.{field}", str(value), origin,
+                                         prefix=field == "commit" and len(str(value)) < 40))
+    found += _patch_md5s(path, runtime.get("patches"), "runtime.patches", origin)
+    if not found:
+        raise RecipeError(f"{path}: the runtime block names nothing sparkimg can check",
+                          hint="see docs/receipt.md for the keys read from a sparkring recipe")
+    return Recipe(path, SPARKRING, name, tuple(found))
+
+
+def _patch_md5s(path: Path, value: Any, where: str, origin: str) -> list[Expectation]:
+    """Patch md5s keyed by file name: a mapping, the path of an MD5SUMS file, or a list of those."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [e for item in value for e in _patch_md5s(path, item, where, origin)]
+    if isinstance(value, str):
+        sums = patches_mod.read_sums(path.parent / value)
+        origin = value
+    else:
+        sums = {}
+        for file, digest in _mapping(path, value, where).items():
+            md5 = digest.get("md5") if isinstance(digest, dict) else digest
+            if not isinstance(md5, str) or not re.fullmatch(r"[0-9a-f]{32}", md5):
+                raise RecipeError(f"{path}: {where}.{file}: {md5!r} is not an md5 (32 hex digits)")
+            sums[file] = md5
+    return [Expectation(f"patches.*/{file}.md5", md5, origin) for file, md5 in sorted(sums.items())]
+
+
+def _archs(path: Path, value: Any) -> list[str]:
+    """CUDA architectures as sparkimg writes them (12.1a), from 12.1a, sm_121a or 121a."""
+    items = value if isinstance(value, list) else str(value).replace(",", " ").replace(";", " ").split()
+    out = []
+    for item in items:
+        text = str(item)
+        if not re.fullmatch(r"\d+\.\d+[af]?", text):
+            forms = _ARCH_FORMS.match(text)
+            if not forms:
+                raise RecipeError(f"{path}: {text!r} is not a CUDA architecture like 12.1a or sm_121a")
+            text = f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}"
+        out.append(text)
+    return out
+
+
+def _mapping(path: Path, value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecipeError(f"{path}: {where}: must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _keys(path: Path, data: dict[str, Any], allowed: set[str], prefix: str) -> None:
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(sorted(allowed))}"
+            raise RecipeError(f"{path}: {prefix}{key}: unknown key", hint=hint)

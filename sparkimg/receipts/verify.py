@@ -1,0 +1,261 @@
+"""``verify-receipt``: does the image about to serve match its signed receipt and recipe?
+
+The checks run in a fixed order and stop after the first class that fails: the
+signature (over the exact payload bytes, before they are parsed), the statement's
+schema, the recipe's expectations, the image (local engine or registry), the patch files
+on disk, and with ``rehash`` the store's copies of every input and output. Each check
+becomes a row of expected against found; bad input raises (exit 2), a mismatch returns a
+report whose exit code is 1.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import patches as patches_mod
+from .._hashing import hash_many
+from .._registry import RegistryClient
+from ..errors import EngineError, ResolveError, UsageError
+from ..plan import KEY_LABEL
+from ..spec import split_reference
+from ..store import Store
+from . import dsse
+from . import recipe as recipe_mod
+from .keys import PublicKey
+from .statement import facts, schema_problems
+
+STAGES = ("signature", "statement", "recipe", "image", "patches", "store")
+# Image labels that must agree with the receipt: label -> receipt field.
+LABELS = {
+    KEY_LABEL: "image.key",
+    "dev.sparkimg.spec-digest": "spec.digest",
+    "dev.sparkimg.lock-digest": "lock.digest",
+    "org.opencontainers.image.base.digest": "base.manifest_digest",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    stage: str
+    field: str
+    expected: Any
+    found: Any
+    ok: bool
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "field": self.field, "expected": self.expected, "found": self.found,
+                "ok": self.ok, "note": self.note}
+
+
+@dataclass
+class Report:
+    receipt: str
+    checks: list[Check] = field(default_factory=list)
+    failed: str | None = None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def reasons(self) -> list[str]:
+        return [f"{c.stage}: {c.field}: expected {c.expected}, found {c.found}" + (f" ({c.note})" if c.note else "")
+                for c in self.checks if not c.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"receipt": self.receipt, "ok": self.ok, "exit_code": self.exit_code, "failed_stage": self.failed,
+                "skipped_stages": self.skipped, "checks": [c.to_json() for c in self.checks],
+                "reasons": self.reasons()}
+
+
+@dataclass(frozen=True)
+class Request:
+    receipt: Path
+    key: PublicKey
+    recipe: Path | None = None
+    image: str | None = None
+    patches: Path | None = None
+    rehash: bool = False
+
+
+def verify(request: Request, *, store: Store | None = None,
+           local_image: Callable[[str], tuple[str, dict[str, str]] | None] | None = None) -> Report:
+    """Run every asked-for check; ``local_image`` maps a reference to (image ID, labels) when
+    the engine has it (the CLI passes the engine's; None means registry only)."""
+    envelope = dsse.read(request.receipt)
+    recipe = recipe_mod.load(request.recipe, request.key) if request.recipe else None
+    report = Report(str(request.receipt))
+    stages: list[tuple[str, Callable[[], list[Check]]]] = []
+    statement: dict[str, Any] = {}
+    found: dict[str, Any] = {}
+
+    def signature() -> list[Check]:
+        why = envelope.check_signature(request.key)
+        return [Check("signature", "DSSE signature", f"valid, keyid {request.key.keyid[:16]}",
+                      "valid" if why is None else "invalid", why is None, why or "")]
+
+    def schema() -> list[Check]:
+        try:
+            statement.update(json.loads(envelope.payload))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return [Check("statement", "payload", "in-toto statement (JSON)", "not JSON", False, str(exc))]
+        problems = schema_problems(statement)
+        if not problems:
+            found.update(facts(statement))
+        return [Check("statement", "schema", "in-toto Statement v1, SLSA provenance v1",
+                      "ok" if not problems else "invalid", not problems, "; ".join(problems))]
+
+    stages += [("signature", signature), ("statement", schema)]
+    if recipe:
+        stages.append(("recipe", lambda: _recipe(recipe, found)))
+    if request.image:
+        image = request.image
+        stages.append(("image", lambda: _image(image, found, local_image)))
+    if request.patches:
+        folder = request.patches
+        stages.append(("patches", lambda: _patches(folder, statement)))
+    if request.rehash:
+        stages.append(("store", lambda: _store(store or Store(), statement)))
+    for index, (stage, run) in enumerate(stages):
+        checks = run()
+        report.checks += checks
+        if not all(c.ok for c in checks):
+            report.failed = stage
+            report.skipped = [name for name, _ in stages[index + 1:]]
+            break
+    return report
+
+
+def _lookup(found: dict[str, Any], name: str) -> Any:
+    if "*" not in name:
+        return found.get(name)
+    values = [v for k, v in sorted(found.items()) if fnmatch.fnmatchcase(k, name)]
+    return values[0] if len(values) == 1 else (values or None)
+
+
+def _recipe(recipe: recipe_mod.Recipe, found: dict[str, Any]) -> list[Check]:
+    checks = []
+    for expectation in recipe.expectations:
+        value = _lookup(found, expectation.field)
+        note = "" if value is not None else "not in the receipt"
+        checks.append(Check("recipe", expectation.field, expectation.expected, value,
+                            expectation.matches(value), note or f"from {expectation.origin}"))
+    return checks
+
+
+def _image(reference: str, found: dict[str, Any],
+           local_image: Callable[[str], tuple[str, dict[str, str]] | None] | None) -> list[Check]:
+    local = local_image(reference) if local_image else None
+    checks: list[Check] = []
+    if local is not None:
+        image_id, labels = local
+        where = "local engine"
+    else:
+        try:
+            repository, tag, digest = split_reference(reference)
+            resolved, config = RegistryClient().inspect(repository, digest or tag or "latest",
+                                                        found.get("platform") or "")
+        except ResolveError as exc:
+            return [Check("image", "image", reference, "not found", False, f"not in the local engine; registry: "
+                          f"{exc.message}")]
+        image_id, labels = resolved.config_digest, (config.get("config") or {}).get("Labels") or {}
+        where = "registry"
+        expected_manifest = found.get("image.manifest_digest")
+        checks.append(Check("image", "image.manifest_digest", expected_manifest or "(not recorded)",
+                            resolved.manifest_digest, expected_manifest in (None, resolved.manifest_digest),
+                            "" if expected_manifest else "the receipt records no manifest digest"))
+    checks.insert(0, Check("image", "image.id", found.get("image.id"), image_id, image_id == found.get("image.id"),
+                           f"{reference} in the {where}"))
+    for label, fact in LABELS.items():
+        checks.append(Check("image", f"label {label}", found.get(fact), labels.get(label),
+                            labels.get(label) == found.get(fact)))
+    return checks
+
+
+def _patch_deps(statement: dict[str, Any]) -> list[dict[str, Any]]:
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    return [d for d in deps if d["name"].startswith("patch:")]
+
+
+def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
+    """The files in ``folder`` against the receipt's patch set of the same folder."""
+    if not folder.is_dir():
+        raise UsageError(f"--patches {folder}: no such folder", hint="pass the patch set folder, e.g. patches/demo")
+    deps = _patch_deps(statement)
+    sets = {d["annotations"]["set"]: d["uri"].removeprefix("file:").rsplit("/", 1)[0] for d in deps}
+    resolved = folder.resolve().as_posix()
+    chosen = [s for s, d in sets.items() if resolved.endswith("/" + d) or folder.name == Path(d).name]
+    if len(sets) == 1 and not chosen:
+        chosen = list(sets)
+    if len(chosen) != 1:
+        return [Check("patches", "patch set", ", ".join(f"{s} ({d})" for s, d in sets.items()) or "(none)",
+                      str(folder), False, "the receipt has no patch set for this folder")]
+    set_name = chosen[0]
+    mine = {d["name"].split("/", 1)[1]: d for d in deps if d["annotations"]["set"] == set_name}
+    on_disk = set(patches_mod.listed_files(folder)) if (folder / patches_mod.MOUNTS).is_file() else set()
+    files = sorted(set(mine) | on_disk)
+    hashed = hash_many([folder / f for f in files], ("sha256", "md5"))
+    checks = []
+    for file in files:
+        dep, digests = mine.get(file), hashed[folder / file]
+        if dep is None:
+            checks.append(Check("patches", f"{set_name}/{file}", "(not in the receipt)", "listed in mounts.txt",
+                                False, "an extra patch file would be mounted"))
+            continue
+        for algorithm in ("sha256", "md5"):
+            value = digests[algorithm] if digests else "missing"
+            checks.append(Check("patches", f"{set_name}/{file} {algorithm}", dep["digest"][algorithm], value,
+                                value == dep["digest"][algorithm]))
+    mounts = folder / patches_mod.MOUNTS
+    if mounts.is_file():
+        listed = dict(text.split() for _, text in patches_mod.numbered_lines(mounts) if len(text.split()) == 2)
+        for file, dep in sorted(mine.items()):
+            checks.append(Check("patches", f"{set_name}/{file} mount", dep["annotations"]["mount"], listed.get(file),
+                                listed.get(file) == dep["annotations"]["mount"]))
+    for algorithm, name in patches_mod.SUMS.items():
+        if (folder / name).is_file():
+            sums = patches_mod.read_sums(folder / name)
+            expected = {f: d["digest"][algorithm] for f, d in mine.items()}
+            checks.append(Check("patches", f"{set_name}/{name}", "agrees with the receipt",
+                                "agrees" if sums == expected else "differs", sums == expected))
+    return checks
+
+
+def _store(store: Store, statement: dict[str, Any]) -> list[Check]:
+    """Re-hash, in parallel, the store's copy of every input and output the receipt names."""
+    predicate = statement["predicate"]
+    items = predicate["buildDefinition"]["resolvedDependencies"] + predicate["runDetails"]["byproducts"]
+    named = {(d.get("annotations") or {}).get("store_blob"): d["name"] for d in items}
+    named.pop(None, None)
+    present = {blob: name for blob, name in named.items() if store.has(str(blob))}
+    hashed = hash_many([store.blob(str(b)) for b in present])
+    checks = [Check("store", f"{name}", blob, (hashed[store.blob(str(blob))] or {}).get("sha256"),
+                    (hashed[store.blob(str(blob))] or {}).get("sha256") == blob, "re-hashed from the store")
+              for blob, name in sorted(present.items(), key=lambda kv: kv[1])]
+    absent = sorted(n for b, n in named.items() if b not in present)
+    if absent:
+        checks.append(Check("store", "not in this store", "-", ", ".join(absent), True,
+                            "fetched or built elsewhere; nothing to re-hash"))
+    return checks
+
+
+def local_image_of(reference: str) -> tuple[str, dict[str, str]] | None:
+    """(image ID, labels) from the local engine, or None when it is absent or not running."""
+    from ..engine import Engine
+
+    try:
+        engine = Engine.connect()
+    except EngineError:
+        return None
+    image_id = engine.image_id(reference)
+    return (image_id, engine.image_labels(reference)) if image_id else None
