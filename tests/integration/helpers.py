@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,10 @@ from typing import Any
 import pytest
 
 from sparkimg.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_PARTS = ("layers/demo.yaml", "layers/demo.recipe.yaml", "build/demo-kernel", "patches/demo",
+              "patches/demo-runtime")
 
 # A shell command that writes a minimal valid wheel to /out.
 WHEEL = ("python3 -c \"import zipfile; z = zipfile.ZipFile('/out/t-0-py3-none-any.whl', 'w'); "
@@ -64,3 +69,16 @@ def cli(capsys: pytest.CaptureFixture[str], store: Path, *args: str) -> tuple[in
 
 def cached(result: dict[str, Any]) -> dict[str, bool]:
     return {layer["name"]: layer["cached"] for layer in result["layers"]}
+
+
+def copy_demo(into: Path) -> Path:
+    """A copy of the repository's demo (spec, recipe, kernel source, patch sets) with a unique
+    image name; returns the spec's path."""
+    for part in DEMO_PARTS:
+        source, target = REPO / part, into / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
+    spec = into / "layers" / "demo.yaml"
+    image = f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"
+    spec.write_text(spec.read_text().replace("image: sparkimg/demo", image))
+    return spec

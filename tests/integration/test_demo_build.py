@@ -3,32 +3,19 @@ rebuild, patch-only rebuild."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
 from sparkimg.engine import Engine
 
-from .helpers import cached, cli
-
-REPO = Path(__file__).resolve().parents[2]
+from .helpers import cached, cli, copy_demo
 
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
-    """A copy of the repository's demo (spec, kernel source, patch set) with a unique image name."""
-    for part in ("layers/demo.yaml", "layers/demo.recipe.yaml", "build/demo-kernel", "patches/demo",
-                 "patches/demo-runtime"):
-        source, target = REPO / part, tmp_path / part
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
-    spec = tmp_path / "layers" / "demo.yaml"
-    image = f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"
-    spec.write_text(spec.read_text().replace("image: sparkimg/demo", image))
-    return spec
+    return copy_demo(tmp_path)
 
 
 def test_demo_builds_then_rebuilds_nothing_then_only_the_image(
