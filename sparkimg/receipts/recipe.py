@@ -11,7 +11,6 @@ docs/receipt.md ("Recipes") lists every key.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from ..errors import UsageError
 from ..spec import load_spec
 from . import dsse
 from .keys import PublicKey
-from .statement import dependencies, dependency_facts, facts, schema_problems
+from .statement import dependencies, dependency_facts, facts
+from .statement import load as load_statement
 
 SCHEMA = "sparkimg-recipe/v1"
 SPARKRING = "sparkring-recipe/v1"
@@ -104,12 +104,12 @@ def _sparkimg(path: Path, data: dict[str, Any], trusted: PublicKey) -> Recipe:
     if "cuda_architectures" in expect:
         found.append(Expectation("cuda_architectures", _archs(path, expect["cuda_architectures"]), origin))
     for source, pins in _mapping(path, expect.get("sources"), "expect.sources").items():
-        for field, value in _mapping(path, pins, f"expect.sources.{source}").items():
-            if field not in SOURCE_FIELDS:
-                raise RecipeError(f"{path}: expect.sources.{source}.{field}: unknown field",
-                                  hint=f"use one of {', '.join(sorted(SOURCE_FIELDS))}")
-            found.append(Expectation(f"sources.{source}.{field}", str(value), origin,
-                                     prefix=field == "commit" and len(str(value)) < 40))
+        fields = _mapping(path, pins, f"expect.sources.{source}")
+        unknown = sorted(set(fields) - SOURCE_FIELDS)
+        if unknown:
+            raise RecipeError(f"{path}: expect.sources.{source}.{unknown[0]}: unknown field",
+                              hint=f"use one of {', '.join(sorted(SOURCE_FIELDS))}")
+        found += _source_pins(source, fields, origin)
     found += _patch_md5s(path, expect.get("patches"), "expect.patches", origin)
     if not found:
         raise RecipeError(f"{path}: the recipe expects nothing",
@@ -138,9 +138,7 @@ def _from_receipt(recipe: Path, receipt: Path, trusted: PublicKey) -> list[Expec
     if why:
         raise RecipeError(f"{recipe}: receipt: {receipt}: {why}",
                           hint="a recipe may only name a receipt signed by the key you trust")
-    data = json.loads(envelope.payload)
-    if schema_problems(data):
-        raise RecipeError(f"{recipe}: receipt: {receipt} is not a sparkimg receipt")
+    data = load_statement(envelope.payload, f"{recipe}: receipt: {receipt}")
     skip = {"image.reference", "image.key"}
     return [Expectation(k, v, receipt.name) for k, v in sorted(facts(data).items()) if k not in skip and v is not None]
 
@@ -176,15 +174,18 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
         found.append(Expectation("image.id", runtime["validated_local_image_id"], origin))
     for source, pin in _mapping(path, runtime.get("pins"), "runtime.pins").items():
         fields = pin if isinstance(pin, dict) else {"commit" if _HEX.match(str(pin)) else "version": pin}
-        for field, value in fields.items():
-            if field in SOURCE_FIELDS:
-                found.append(Expectation(f"sources.{source}.{field}", str(value), origin,
-                                         prefix=field == "commit" and len(str(value)) < 40))
+        found += _source_pins(source, {k: v for k, v in fields.items() if k in SOURCE_FIELDS}, origin)
     found += _patch_md5s(path, runtime.get("patches"), "runtime.patches", origin)
     if not found:
         raise RecipeError(f"{path}: the runtime block names nothing sparkimg can check",
                           hint="see docs/receipt.md for the keys read from a sparkring recipe")
     return Recipe(path, SPARKRING, name, tuple(found))
+
+
+def _source_pins(source: str, fields: dict[str, Any], origin: str) -> list[Expectation]:
+    """Expectations on one source; a commit shorter than 40 hex digits matches by prefix."""
+    return [Expectation(f"sources.{source}.{field}", str(value), origin,
+                        prefix=field == "commit" and len(str(value)) < 40) for field, value in fields.items()]
 
 
 def _patch_md5s(path: Path, value: Any, where: str, origin: str) -> list[Expectation]:

@@ -7,7 +7,6 @@ from the receipt is never mounted.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from .._hashing import hash_many
 from ..errors import SparkimgError
 from . import dsse
 from .keys import PublicKey
-from .statement import schema_problems
+from .statement import load
 
 
 class RunArgsError(SparkimgError):
@@ -51,12 +50,7 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None) -> RunArgs
     envelope = dsse.read(receipt)
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
-    try:
-        data = json.loads(envelope.payload)
-    except ValueError:
-        raise dsse.EnvelopeError(f"{receipt}: the payload is not JSON") from None
-    if problems := schema_problems(data):
-        raise dsse.EnvelopeError(f"{receipt}: not a sparkimg receipt: {problems[0]}")
+    data = load(envelope.payload, str(receipt))
     deps = data["predicate"]["buildDefinition"]["resolvedDependencies"]
     wanted = [d for d in deps if d["name"].startswith("patch:") and d["annotations"]["mode"] == "mount"]
     paths = {d["name"]: (root / d["uri"].removeprefix("file:")).resolve() for d in wanted}

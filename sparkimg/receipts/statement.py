@@ -9,6 +9,7 @@ docs/receipt.md is the reference for every field.
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from datetime import UTC, datetime
@@ -186,6 +187,21 @@ def schema_problems(data: Any) -> list[str]:
     if not (isinstance(builder, dict) and isinstance(builder.get("id"), str)):
         problems.append("predicate.runDetails.builder.id is missing")
     return problems
+
+
+def load(payload: bytes, where: str) -> dict[str, Any]:
+    """A receipt statement from an envelope's payload; bad input names ``where``. Call it
+    only after the signature is checked (or when the caller says it was not)."""
+    from .dsse import EnvelopeError
+
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        raise EnvelopeError(f"{where}: the payload is not JSON") from None
+    if problems := schema_problems(data):
+        raise EnvelopeError(f"{where}: not a sparkimg receipt: {'; '.join(problems)}")
+    result: dict[str, Any] = data
+    return result
 
 
 def dependency_facts(deps: list[dict[str, Any]]) -> dict[str, Any]:
