@@ -15,17 +15,22 @@ from pathlib import Path
 CHUNK = 1 << 20
 
 
-def hash_file(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str] | None:
-    """Hex digests of ``path`` by each algorithm, or None when it cannot be read."""
+def digest_file(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
+    """Hex digests of ``path`` by each algorithm, from one read; raises ``OSError``."""
     digests = [hashlib.new(name, usedforsecurity=name != "md5") for name in algorithms]
+    with open(path, "rb", buffering=0) as handle:
+        while chunk := handle.read(CHUNK):
+            for digest in digests:
+                digest.update(chunk)
+    return {name: d.hexdigest() for name, d in zip(algorithms, digests, strict=True)}
+
+
+def hash_file(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str] | None:
+    """``digest_file``, or None when ``path`` cannot be read."""
     try:
-        with open(path, "rb", buffering=0) as handle:
-            while chunk := handle.read(CHUNK):
-                for digest in digests:
-                    digest.update(chunk)
+        return digest_file(path, algorithms)
     except OSError:
         return None
-    return {name: d.hexdigest() for name, d in zip(algorithms, digests, strict=True)}
 
 
 def hash_many(paths: Iterable[Path], algorithms: tuple[str, ...] = ("sha256",),

@@ -268,14 +268,10 @@ def _patch_entry(spec: Spec, patch_set: PatchSet) -> dict[str, Any]:
     for item in patch_set.files:
         data = (patch_set.dir / item.file).read_bytes()
         files.append({"file": item.file, "mount": item.mount, "size": len(data), **patches_mod.digests(data)})
+    problems = patches_mod.disagreements(patch_set.dir, {f["file"]: f for f in files}, required=False)
     for algorithm, name in patches_mod.SUMS.items():
-        sums_file = patch_set.dir / name
-        if not sums_file.is_file():
-            continue
-        pinned = patches_mod.read_sums(sums_file)
-        found: dict[str, str] = {f["file"]: f[algorithm] for f in files}
-        if pinned != found:
-            wrong = sorted(n for n in set(pinned) | set(found) if pinned.get(n) != found.get(n))
+        wrong = sorted({p.file for p in problems if p.algorithm == algorithm})
+        if wrong:
             raise LockError(f"patches.{patch_set.name}: {patch_set.written}/{name} disagrees with the files: "
                             f"{', '.join(wrong)}",
                             hint=f"if the change is intended, re-pin with `sparkimg patches pin {patch_set.written}`")

@@ -35,13 +35,20 @@ def digests(data: bytes) -> dict[str, str]:
     return {"sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data, usedforsecurity=False).hexdigest()}
 
 
-def listed_files(folder: Path) -> list[str]:
-    """File names ``mounts.txt`` lists, in its order. Bad lines are the spec check's to report."""
+def read_mounts(folder: Path) -> dict[str, str]:
+    """File name -> container path from ``mounts.txt``, in its order. Bad lines are the spec
+    check's to report."""
     mounts = folder / MOUNTS
     if not mounts.is_file():
         raise UsageError(f"{mounts}: no such file",
                          hint="a patch set lists each file and its container path in mounts.txt")
-    return [text.split()[0] for _, text in numbered_lines(mounts) if len(text.split()) == 2]
+    pairs = (text.split() for _, text in numbered_lines(mounts))
+    return {parts[0]: parts[1] for parts in pairs if len(parts) == 2}
+
+
+def listed_files(folder: Path) -> list[str]:
+    """File names ``mounts.txt`` lists, in its order."""
+    return list(read_mounts(folder))
 
 
 def read_sums(path: Path) -> dict[str, str]:
@@ -101,19 +108,27 @@ class SumProblem:
         return {"file": self.file, "algorithm": self.algorithm, "expected": self.expected, "found": self.found}
 
 
-def check(folder: Path) -> tuple[dict[str, dict[str, str]], list[SumProblem]]:
-    """The files' digests, and every way they disagree with the sums files.
-
-    Raises ``UsageError`` when a sums file is missing or malformed (exit 2, not a mismatch)."""
-    files = _files(folder)
+def disagreements(folder: Path, files: dict[str, dict[str, str]], *, required: bool) -> list[SumProblem]:
+    """Every way ``files`` (name -> digests) disagrees with the folder's sums files. A missing
+    sums file is bad input when ``required``, and is skipped otherwise."""
     problems: list[SumProblem] = []
     for algorithm, name in SUMS.items():
         path = folder / name
         if not path.is_file():
-            raise UsageError(f"{path}: no such file", hint=f"pin the set with `sparkimg patches pin {folder}`")
+            if required:
+                raise UsageError(f"{path}: no such file", hint=f"pin the set with `sparkimg patches pin {folder}`")
+            continue
         pinned = read_sums(path)
         for file in sorted(set(pinned) | set(files)):
             found = files.get(file, {}).get(algorithm)
             if pinned.get(file) != found:
                 problems.append(SumProblem(file, algorithm, pinned.get(file), found))
-    return files, problems
+    return problems
+
+
+def check(folder: Path) -> tuple[dict[str, dict[str, str]], list[SumProblem]]:
+    """The files' digests, and every way they disagree with the sums files.
+
+    Raises ``UsageError`` when a sums file is missing or malformed (exit 2, not a mismatch)."""
+    files = _files(folder)
+    return files, disagreements(folder, files, required=True)

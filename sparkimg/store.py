@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ._hashing import digest_file
 from .errors import HashMismatchError, UsageError
 
 CHUNK = 1 << 20
@@ -34,11 +35,7 @@ def default_root() -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return digest_file(path)["sha256"]
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
