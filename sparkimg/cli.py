@@ -33,6 +33,8 @@ EXAMPLES = {
                       "--recipe layers/demo.recipe.yaml --image sparkimg/demo:KEY --patches patches/demo",
     "show-receipt": "sparkimg show-receipt receipts/demo/KEY.receipt.json --key demo.pub",
     "run-args": "docker run --rm $(sparkimg run-args receipts/demo/KEY.receipt.json) sparkimg/demo:KEY",
+    "prewarm": "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --key demo.key && "
+               "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --verify --key demo.pub",
 }
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -103,6 +105,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, default=Path("."), help="folder the receipt's patch paths are under "
                    "(default: the current folder)")
     p.add_argument("--key", type=Path, metavar="PUB", help="refuse unless the receipt is signed by this key")
+    p = command("prewarm", "compile the FlashInfer JIT modules an image needs into a cache folder, with a signed "
+                "manifest; or --list them, or --verify a cache (exit 0 ok, 1 mismatch, 2 bad input)", spec=False)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--spec", type=Path, metavar="SPEC", help="the spec's kernel set, for the image it builds")
+    which.add_argument("--image", metavar="REF", help="an image built by sparkimg (its kernel set is in a label)")
+    which.add_argument("--receipt", type=Path, metavar="R", help="the image a receipt names")
+    p.add_argument("--cache", type=Path, metavar="DIR", help="the cache folder (FLASHINFER_WORKSPACE_BASE)")
+    p.add_argument("--runner", choices=("image", "host"), default="image",
+                   help="compile inside the image (default) or in a Python environment on this machine")
+    p.add_argument("--python", default=None, metavar="PY",
+                   help="with --runner host: the serving environment's interpreter (default: this one)")
+    p.add_argument("--image-id", metavar="ID", help="with --runner host: the image this environment is, "
+                   "recorded in (or checked against) the manifest")
+    p.add_argument("--key", type=Path, help="sign the manifest with this private key (default: $SPARKIMG_KEY); "
+                   "with --verify: the trusted public key")
+    p.add_argument("--list", action="store_true", help="resolve and show the kernel set; compile nothing")
+    p.add_argument("--verify", action="store_true", help="check the cache against its manifest and the image")
+    p.add_argument("--quick", action="store_true", help="with --verify: the signature and file sizes only")
+    p.add_argument("--arch", action="append", metavar="ARCH",
+                   help="with --verify: the architecture the cache must serve (default: the spec's or image's)")
+    p.add_argument("--memory", type=_size, help="memory bound of the prewarm container (overrides the spec)")
+    p.add_argument("--cpus", type=float, help="CPU bound of the prewarm container")
+    p.add_argument("--pids", type=int, help="pid limit of the prewarm container")
+    p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
+    p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for the prewarm container")
+    p.add_argument("--quiet", action="store_true", help="do not stream compile output")
     command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     return parser
 
@@ -414,6 +442,167 @@ def cmd_run_args(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prewarm_target(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(target, engine or None) from --spec, --image or --receipt."""
+    from . import lock as lock_mod
+    from .engine import Engine
+    from .errors import UsageError
+    from .plan import compute
+    from .prewarm import LABEL, target_of_label, target_of_spec
+    from .receipts import dsse
+    from .receipts.statement import load
+
+    host = args.runner == "host"
+    if args.spec is not None:
+        spec = _load(args)
+        if host:
+            return target_of_spec(spec, image_id=args.image_id), None
+        engine = Engine.connect()
+        lock = lock_mod.load(spec)
+        lock_mod.check(spec, lock)
+        reference = compute(spec, lock, _store(args), None).image_ref
+        image_id = engine.image_id(reference)
+        if image_id is None:
+            raise UsageError(f"{reference}: the spec's image is not in the engine",
+                             hint=f"build it first: sparkimg build {args.spec}")
+        return target_of_spec(spec, image_ref=reference, image_id=image_id), engine
+    engine = Engine.connect()
+    if args.receipt is not None:
+        subject = load(dsse.read(args.receipt).payload, str(args.receipt))["subject"][0]
+        reference, wanted = subject["name"], "sha256:" + subject["digest"]["sha256"]
+        if engine.image_id(wanted) is None:
+            raise UsageError(f"{args.receipt}: its image {wanted} is not in the engine",
+                             hint=f"pull or build {reference} first")
+        lookup = wanted
+    else:
+        reference = lookup = args.image
+    image_id = engine.image_id(lookup)
+    if image_id is None:
+        raise UsageError(f"{reference}: no such image in the engine", hint="build it, or pull it by digest")
+    target = target_of_label(engine.image_labels(lookup).get(LABEL), image_ref=reference, image_id=image_id)
+    if host and args.image_id is None:
+        from dataclasses import replace
+
+        target = replace(target, image_id=None, image_ref=None)
+    return target, engine
+
+
+def _prewarm_runner(args: argparse.Namespace, target: Any, engine: Any, budget: Any) -> Any:
+    import sys
+
+    from .engine import Mount
+    from .prewarm.runner import HostRunner, ImageRunner, has_gpu
+
+    if args.runner == "host":
+        return HostRunner(args.python or sys.executable, target.toolchain.get("path"))
+    toolchain = None
+    if target.toolchain.get("cuda") == "host" and target.toolchain.get("path"):
+        path = target.toolchain["path"]
+        toolchain = Mount(Path(path).resolve(), path)
+    return ImageRunner(engine, target.image_id, budget, toolchain, gpus=has_gpu())
+
+
+def _progress(args: argparse.Namespace, total: int) -> Callable[[str, str, dict[str, Any]], None]:
+    done: set[str] = set()
+    status = _status(args)
+
+    def show(event: str, name: str, fields: dict[str, Any]) -> None:
+        if event == "log":
+            if not args.quiet:
+                err.print(f"[dim]\\[prewarm][/] {fields['line']}", highlight=False, markup=True, soft_wrap=True)
+        elif event == "env":
+            status(f"prewarm: FlashInfer {fields.get('flashinfer')}, torch {fields.get('torch')}, "
+                   f"{fields.get('nvcc') or 'no nvcc'}, workspace {fields.get('base')}/{fields.get('workspace')}")
+        elif event == "start":
+            status(f"prewarm {name}: compiling")
+        elif event in ("cached", "compiled", "failed"):
+            done.add(name)
+            took = f" in {fields['seconds']:.1f} s" if event == "compiled" else ""
+            status(f"prewarm [{len(done)}/{total}] {name}: {event}{took}")
+    return show
+
+
+def cmd_prewarm(args: argparse.Namespace) -> int:
+    from .build.bounds import Overrides, derive
+    from .errors import UsageError
+    from .prewarm import list_modules, prewarm
+
+    if args.quick and not args.verify:
+        raise UsageError("--quick goes with --verify", hint="sparkimg prewarm ... --verify --quick --key PUB")
+    if not args.list and args.cache is None:
+        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    target, engine = _prewarm_target(args)
+    if args.verify:
+        return _prewarm_verify(args, target)
+    overrides = Overrides(args.memory, args.cpus, None, args.pids, args.reserve, args.cgroup_parent)
+    budget = derive(target.bounds, overrides, layer="prewarm")
+    runner = _prewarm_runner(args, target, engine, budget)
+    if args.list:
+        events = list_modules(target, runner, _progress(args, len(target.modules)))
+        _emit(args, {"flashinfer": events.env.get("flashinfer"), "workspace": events.env.get("workspace"),
+                     "modules": events.modules})
+        if not args.json:
+            table = Table(title=f"kernel set: {len(events.modules)} modules, FlashInfer "
+                          f"{events.env.get('flashinfer')}, {target.arch_list}")
+            prefix = f"{events.env.get('workspace')}/"
+            for column in ("name", "generator", "arguments", f"library (under CACHE/{prefix})", "AOT"):
+                table.add_column(column, overflow="fold")
+            for m in events.modules:
+                arguments = ", ".join([*map(json.dumps, m["args"]), *(f"{k}={json.dumps(v)}"
+                                                                    for k, v in m["kwargs"].items())])
+                table.add_row(m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-",
+                              m["library"].removeprefix(prefix), "yes: FlashInfer loads its own" if m["aot"] else "-")
+            out.print(table)
+        return 0
+    key = _signing_key(args)
+    where = target.image_ref or f"this Python ({runner.python})"
+    _status(args)(f"prewarm {len(target.modules)} modules for {where}: {budget.jobs} job(s), memory "
+                  f"{format_size(budget.memory)}" + (", network none" if args.runner == "image" else
+                                                     ", no cgroup bound (host runner)"))
+    result = prewarm(target, runner, args.cache, budget, key, _progress(args, len(target.modules)))
+    _emit(args, {**result.to_json(), "signed": key is not None})
+    if key is None:
+        err.print(f"[bold yellow]warning:[/] {result.manifest} is NOT signed; pass --key or set SPARKIMG_KEY",
+                  markup=True, highlight=False)
+    if not args.json:
+        compiled = sum(1 for m in result.modules if m["status"] == "compiled")
+        out.print(f"{result.manifest}: {len(result.modules)} modules ({compiled} compiled, "
+                  f"{len(result.modules) - compiled} cached) in {result.seconds:.1f} s")
+    return 0
+
+
+def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
+    import subprocess
+    import sys
+
+    from .errors import UsageError
+    from .prewarm.runner import CONTAINER_BASE
+    from .prewarm.verify import Expect, verify
+    from .receipts.keys import load_public
+    from .spec import Arch
+
+    if args.key is None:
+        raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
+    flashinfer = None
+    if args.runner == "host":
+        probe = "import importlib.metadata as m; print(m.version('flashinfer-python'))"
+        run = subprocess.run([args.python or sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+        flashinfer = run.stdout.strip() if run.returncode == 0 else "(not installed)"
+    base = str(args.cache.resolve()) if args.runner == "host" else CONTAINER_BASE
+    archs = tuple(Arch(a) for a in args.arch) if args.arch else target.archs
+    expect = Expect(archs, target.image_id, flashinfer, base)
+    report = verify(args.cache, load_public(args.key), expect, quick=args.quick)
+    _emit(args, report.to_json())
+    if not args.json:
+        for problem in report.problems:
+            err.print(f"[red]{problem['check']}:[/] {problem['message']}", markup=True, highlight=False)
+        mode = "quick " if args.quick else ""
+        verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+        out.print(f"{args.cache}: {mode}verify {verdict}: {report.files} files; checked "
+                  f"{', '.join(report.checked)}; {report.seconds * 1000:.0f} ms")
+    return 0 if report.ok else 1
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "lock": cmd_lock,
@@ -426,6 +615,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "verify-receipt": cmd_verify_receipt,
     "show-receipt": cmd_show_receipt,
     "run-args": cmd_run_args,
+    "prewarm": cmd_prewarm,
 }
 
 

@@ -52,6 +52,23 @@ COMPILE_KEYS = (
     "cpuset", "pids", "job_memory",
 )
 WHEEL_KEYS = ("name", "kind", "source")
+PREWARM_KEYS = ("modules", "memory", "cpus", "cpuset", "pids", "job_memory")
+MODULE_KEYS = ("generator", "args", "kwargs")
+# Short names for FlashInfer's JIT module generators (flashinfer.jit.*); any other
+# generator is written out in full with ``generator:``.
+GENERATORS = {
+    "activation": "flashinfer.jit.activation.gen_act_and_mul_module",
+    "norm": "flashinfer.jit.norm.gen_norm_module",
+    "page": "flashinfer.jit.page.gen_page_module",
+    "sampling": "flashinfer.jit.sampling.gen_sampling_module",
+    "rope": "flashinfer.jit.rope.gen_rope_module",
+    "topk": "flashinfer.jit.topk.gen_topk_module",
+    "cascade": "flashinfer.jit.cascade.gen_cascade_module",
+    "decode": "flashinfer.jit.attention.gen_batch_decode_module",
+    "prefill": "flashinfer.jit.attention.gen_batch_prefill_module",
+    "mla": "flashinfer.jit.attention.gen_batch_mla_module",
+}
+_GENERATOR = re.compile(r"^flashinfer(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 PATCH_KEYS = ("name", "dir", "mode")
 
 DEFAULT_MEMORY = 8 << 30
@@ -194,6 +211,33 @@ class PatchSet:
     files: tuple[PatchFile, ...]
 
 
+Scalar = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    """One FlashInfer JIT module: its generator and the arguments it is called with.
+
+    A string argument ``torch.NAME`` (e.g. ``torch.bfloat16``) is passed as that torch
+    attribute; FlashInfer's attention generators take dtypes.
+    """
+
+    generator: str
+    args: tuple[Scalar, ...] = ()
+    kwargs: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generator": self.generator, "args": list(self.args), "kwargs": dict(sorted(self.kwargs.items()))}
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """The JIT modules ``sparkimg prewarm`` compiles, and the bounds it compiles them in."""
+
+    modules: tuple[KernelModule, ...]
+    bounds: Bounds
+
+
 @dataclass(frozen=True)
 class Spec:
     path: Path
@@ -210,7 +254,7 @@ class Spec:
     patches: tuple[PatchSet, ...]
     env: Mapping[str, str]
     labels: Mapping[str, str]
-    prewarm: Any = None
+    prewarm: KernelSet | None = None
     placeholders: tuple[str, ...] = field(default=())
 
     def source(self, name: str) -> Source:
@@ -364,7 +408,7 @@ def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Sp
         if key.startswith(RESERVED_LABEL_PREFIXES):
             c.problem(("labels", key), "is set by sparkimg itself; choose a label outside "
                       "org.opencontainers.image.* and dev.sparkimg.*")
-    prewarm = data.get("prewarm")
+    prewarm = _prewarm(data, c)
     if c.problems or None in (name, platform, base, toolchain, root) or not archs:
         return None
     assert name and platform and base and toolchain and root
@@ -702,6 +746,67 @@ def _bounds(entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> Bounds |
     if not ok:
         return None
     return Bounds(sizes["memory"], float(cpus) if cpus is not None else None, cpuset, pids, sizes["job_memory"])
+
+
+def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
+    path: _yamlpos.Path = ("prewarm",)
+    entry = c.mapping(data.get("prewarm"), path, "the FlashInfer JIT kernel set")
+    if entry is None:
+        return None
+    c.keys(entry, PREWARM_KEYS, path)
+    items = entry.get("modules")
+    if not isinstance(items, list) or not items:
+        c.problem((*path, "modules"), "must be a non-empty list of JIT modules, e.g. '- activation: silu'")
+        return None
+    modules = [_module(item, (*path, "modules", index), c) for index, item in enumerate(items)]
+    bounds = _bounds(entry, path, c)
+    if bounds is None or None in modules:
+        return None
+    seen: set[str] = set()
+    for index, module in enumerate(modules):
+        assert module is not None
+        text = repr(module.to_json())
+        if text in seen:
+            c.problem((*path, "modules", index), "is listed twice; list each module once")
+        seen.add(text)
+    return KernelSet(tuple(m for m in modules if m is not None), bounds)
+
+
+def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
+    entry = c.mapping(item, path, "one JIT module")
+    if entry is None:
+        c.problem(path, "must be a mapping such as '- activation: silu' or '- generator: flashinfer.jit.X.gen_Y'")
+        return None
+    if "generator" not in entry:
+        # Short form ``KIND: ARGS``: a scalar is one argument, a list the arguments, a mapping keywords.
+        if len(entry) != 1 or next(iter(entry)) not in GENERATORS:
+            close = difflib.get_close_matches(str(next(iter(entry), "")), list(GENERATORS), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"short forms: {', '.join(GENERATORS)}"
+            c.problem(path, f"names no known generator; {hint}, or write 'generator: flashinfer.jit.MODULE.FUNCTION'")
+            return None
+        kind, value = next(iter(entry.items()))
+        entry = {"generator": GENERATORS[kind], **(
+            {"kwargs": value} if isinstance(value, dict) else
+            {"args": value} if isinstance(value, list) else
+            {"args": [] if value is None else [value]})}
+        where = (*path, kind)
+    else:
+        c.keys(entry, MODULE_KEYS, path)
+        where = path
+    generator = entry["generator"]
+    if not isinstance(generator, str) or not _GENERATOR.match(generator):
+        c.problem((*path, "generator"), f"{generator!r} must be a dotted FlashInfer function, "
+                  "e.g. flashinfer.jit.norm.gen_norm_module")
+        return None
+    args, kwargs = entry.get("args", []), entry.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        c.problem(where, "args must be a list and kwargs a mapping")
+        return None
+    bad = [v for v in [*args, *kwargs.values()] if not isinstance(v, (str, int, float, bool, type(None)))]
+    if bad:
+        c.problem(where, f"arguments must be strings, numbers, booleans or null, not {_type(bad[0])}")
+        return None
+    return KernelModule(generator, tuple(args), {str(k): v for k, v in kwargs.items()})
 
 
 def _str_map(data: Mapping[str, Any], key: str, path: _yamlpos.Path, c: _Checker, *, env_keys: bool) -> dict[str, str]:

@@ -60,6 +60,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
+@contextlib.contextmanager
+def flock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if absent); the kernel drops it if we die."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -158,13 +167,9 @@ class Store:
     def temp_dir(self, prefix: str) -> Path:
         return Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
 
-    @contextlib.contextmanager
-    def lock(self, name: str) -> Iterator[None]:
+    def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """An exclusive lock shared by all sparkimg processes on this store."""
-        path = self.root / "tmp" / f"{name}.lock"
-        with open(path, "a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            yield
+        return flock(self.root / "tmp" / f"{name}.lock")
 
     def sweep(self) -> int:
         """Remove temp files left by writers that died (their flock is free)."""

@@ -19,7 +19,7 @@ WHEEL_DIR = "/tmp/sparkimg-wheels"
 
 
 def labels(plan: Plan) -> dict[str, str]:
-    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key."""
+    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key, the prewarm kernel set."""
     spec, lock = plan.spec, plan.lock
     created = datetime.fromtimestamp(lock.source_date_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = dict(spec.labels)
@@ -37,6 +37,10 @@ def labels(plan: Plan) -> dict[str, str]:
     })
     for layer in plan.layers[:-1]:
         out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
+    from ..prewarm import LABEL, kernel_label  # prewarm imports build: resolved at call time
+
+    if (kernels := kernel_label(spec)) is not None:
+        out[LABEL] = kernels
     return out
 
 
