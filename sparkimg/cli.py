@@ -100,11 +100,14 @@ def _parser() -> argparse.ArgumentParser:
     p = command("show-receipt", "render a receipt for a person", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")
     p.add_argument("--key", type=Path, metavar="PUB", help="check the signature with this public key")
-    p = command("run-args", "print the docker run arguments a receipt implies (read-only patch mounts)", spec=False)
+    p = command("run-args", "print the docker run arguments a receipt implies (read-only patch mounts, and a "
+                "prewarmed cache)", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")
     p.add_argument("--root", type=Path, default=Path("."), help="folder the receipt's patch paths are under "
                    "(default: the current folder)")
     p.add_argument("--key", type=Path, metavar="PUB", help="refuse unless the receipt is signed by this key")
+    p.add_argument("--cache", type=Path, metavar="DIR", help="a prewarmed FlashInfer cache for this image: "
+                   "mount it read-only and set the environment it was compiled with")
     p = command("prewarm", "compile the FlashInfer JIT modules an image needs into a cache folder, with a signed "
                 "manifest; or --list them, or --verify a cache (exit 0 ok, 1 mismatch, 2 bad input)", spec=False)
     which = p.add_mutually_exclusive_group(required=True)
@@ -435,7 +438,7 @@ def cmd_run_args(args: argparse.Namespace) -> int:
     from .receipts.keys import load_public
     from .receipts.runargs import run_args
 
-    result = run_args(args.receipt, args.root, load_public(args.key) if args.key else None)
+    result = run_args(args.receipt, args.root, load_public(args.key) if args.key else None, args.cache)
     _emit(args, result.to_json())
     if not args.json:
         print(shlex.join(result.args()))

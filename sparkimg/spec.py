@@ -52,7 +52,7 @@ COMPILE_KEYS = (
     "cpuset", "pids", "job_memory",
 )
 WHEEL_KEYS = ("name", "kind", "source")
-PREWARM_KEYS = ("modules", "memory", "cpus", "cpuset", "pids", "job_memory")
+PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
 MODULE_KEYS = ("generator", "args", "kwargs")
 # Short names for FlashInfer's JIT module generators (flashinfer.jit.*); any other
 # generator is written out in full with ``generator:``.
@@ -236,6 +236,7 @@ class KernelSet:
 
     modules: tuple[KernelModule, ...]
     bounds: Bounds
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -759,6 +760,7 @@ def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
         c.problem((*path, "modules"), "must be a non-empty list of JIT modules, e.g. '- activation: silu'")
         return None
     modules = [_module(item, (*path, "modules", index), c) for index, item in enumerate(items)]
+    env = _str_map(entry, "env", path, c, env_keys=True)
     bounds = _bounds(entry, path, c)
     if bounds is None or None in modules:
         return None
@@ -769,7 +771,7 @@ def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
         if text in seen:
             c.problem((*path, "modules", index), "is listed twice; list each module once")
         seen.add(text)
-    return KernelSet(tuple(m for m in modules if m is not None), bounds)
+    return KernelSet(tuple(m for m in modules if m is not None), bounds, env)
 
 
 def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:

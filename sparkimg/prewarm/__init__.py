@@ -43,6 +43,7 @@ class Target:
     image_ref: str | None = None
     image_id: str | None = None
     toolchain: dict[str, str | None] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def arch_list(self) -> str:
@@ -64,6 +65,7 @@ def kernel_label(spec: Spec) -> str | None:
         "bounds": {"memory": kernels.bounds.memory, "job_memory": kernels.bounds.job_memory,
                    "pids": kernels.bounds.pids, "cpus": kernels.bounds.cpus, "cpuset": kernels.bounds.cpuset},
         "toolchain": {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path},
+        "env": dict(kernels.env),
     }, sort_keys=True, separators=(",", ":"))
 
 
@@ -72,7 +74,7 @@ def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | 
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
                          hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
     return Target(spec.prewarm.modules, spec.cuda_architectures, spec.prewarm.bounds, image_ref, image_id,
-                  {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path})
+                  {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path}, dict(spec.prewarm.env))
 
 
 def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:
@@ -87,7 +89,8 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
         archs = tuple(Arch(a) for a in data["cuda_architectures"])
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{image_ref}: label {LABEL} is not a kernel set ({exc})") from None
-    return Target(kernels.modules, archs, kernels.bounds, image_ref, image_id, dict(data.get("toolchain") or {}))
+    return Target(kernels.modules, archs, kernels.bounds, image_ref, image_id, dict(data.get("toolchain") or {}),
+                  dict(data.get("env") or {}))
 
 
 @dataclass
@@ -146,7 +149,8 @@ def split_jobs(budget: Budget, modules: int) -> tuple[int, int]:
 
 
 def worker_env(target: Target, jobs_per_module: int) -> dict[str, str]:
-    return {"FLASHINFER_CUDA_ARCH_LIST": target.arch_list, "MAX_JOBS": str(jobs_per_module),
+    """The spec's own prewarm env (FlashInfer flags, LIBRARY_PATH), then what sparkimg sets."""
+    return {**target.env, "FLASHINFER_CUDA_ARCH_LIST": target.arch_list, "MAX_JOBS": str(jobs_per_module),
             "PYTHONUNBUFFERED": "1"}
 
 
@@ -173,7 +177,7 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
         _raise_for(code, events, "prewarm")
         records = [_journal(cache, module["name"]) for module in events.modules]
         data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
-                                  image=target.image(), runner=runner.name)
+                                  image=target.image(), runner=runner.name, toolchain=runner.toolchain)
         path = manifest.write(cache, data, key)
     modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
     return Result(path, modules, events.env, time.monotonic() - started, workers, per_module)

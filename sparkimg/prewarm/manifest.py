@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..engine import Mount
 from ..receipts import dsse
 from ..receipts.dsse import EnvelopeError
 from ..receipts.keys import PrivateKey
@@ -32,7 +33,7 @@ def path_of(cache: Path) -> Path:
 
 
 def statement(*, env: dict[str, Any], modules: list[dict[str, Any]], archs: list[str],
-              image: dict[str, Any] | None, runner: str) -> dict[str, Any]:
+              image: dict[str, Any] | None, runner: str, toolchain: Mount | None = None) -> dict[str, Any]:
     """The manifest statement from the worker's env event and its journal records."""
     subjects = []
     for module in modules:
@@ -49,6 +50,8 @@ def statement(*, env: dict[str, Any], modules: list[dict[str, Any]], archs: list
             "runner": runner,
             "workspace": {"base": env["base"], "dir": env["workspace"], "arch_dir": env["arch_dir"]},
             "serving_env": env["build_env"],
+            "toolchain_mount": None if toolchain is None else {"host": str(toolchain.source),
+                                                               "container": toolchain.target},
             "environment": {k: env.get(k) for k in ("python", "torch", "nvcc", "machine", "cuda_home")},
             "modules": [{"name": m["name"], "module": m["module"], "library": m["library"],
                          "seconds": m.get("seconds"), "files": m["files"]} for m in modules],

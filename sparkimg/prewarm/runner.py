@@ -25,12 +25,14 @@ from ..errors import UsageError
 
 WORKER = Path(__file__).with_name("worker.py")
 CONTAINER_BASE = "/var/cache/sparkimg/flashinfer"
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LineFn = Callable[[str], None]
 
 
 class Runner(Protocol):
     name: str
+    # A host CUDA toolkit mounted into the container; serving needs it too, since FlashInfer
+    # asks nvcc for its version even to load a module it does not compile.
+    toolchain: Mount | None
 
     def base(self, cache: Path) -> str:
         """FLASHINFER_WORKSPACE_BASE as the worker sees ``cache``."""
@@ -57,6 +59,7 @@ class HostRunner:
     python: str
     cuda_home: str | None = None
     name: str = "host"
+    toolchain: Mount | None = None
 
     def base(self, cache: Path) -> str:
         return str(cache.resolve())
@@ -108,9 +111,10 @@ class ImageRunner:
                 mounts.append(Mount(cache.resolve(), CONTAINER_BASE, writable=True))
             full_env = {**env, "FLASHINFER_WORKSPACE_BASE": base}
             if self.toolchain is not None:
+                # CUDA_HOME only: FlashInfer runs $CUDA_HOME/bin/nvcc, and PATH stays the image's
+                # (its Python environment, with ninja).
                 mounts.append(self.toolchain)
-                cuda = self.toolchain.target
-                full_env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
+                full_env["CUDA_HOME"] = self.toolchain.target
             b = self.budget
             result = self.engine.run_bounded(
                 self.image, ["python3", "/sparkimg/worker.py", action, "/sparkimg/job.json"],

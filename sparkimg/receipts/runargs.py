@@ -2,20 +2,24 @@
 
 Patch sets with ``mode: mount`` are not in the image; the receipt records each file's
 container path and digests. The files on disk are hashed first: a file that differs
-from the receipt is never mounted.
+from the receipt is never mounted. With a prewarmed cache, its read-only mount and the
+FlashInfer environment it was compiled with are added (``prewarm/serving.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._hashing import hash_many
 from ..errors import SparkimgError
 from . import dsse
 from .keys import PublicKey
 from .statement import load
+
+if TYPE_CHECKING:
+    from ..prewarm.serving import CacheArgs
 
 
 class RunArgsError(SparkimgError):
@@ -36,17 +40,21 @@ class RunArgs:
     image: str
     image_id: str
     mounts: tuple[Mount, ...]
+    cache: CacheArgs | None = None
 
     def args(self) -> list[str]:
-        return [part for mount in self.mounts for part in ("-v", mount.arg())]
+        patches = [part for mount in self.mounts for part in ("-v", mount.arg())]
+        return patches + (self.cache.args() if self.cache else [])
 
     def to_json(self) -> dict[str, Any]:
         return {"image": self.image, "image_id": self.image_id, "args": self.args(),
-                "mounts": [{"host": str(m.host), "container": m.container, "read_only": True} for m in self.mounts]}
+                "mounts": [{"host": str(m.host), "container": m.container, "read_only": True} for m in self.mounts],
+                "cache": self.cache.to_json() if self.cache else None}
 
 
-def run_args(receipt: Path, root: Path, key: PublicKey | None = None) -> RunArgs:
-    """Mount arguments for every ``mode: mount`` patch file of ``receipt``, paths under ``root``."""
+def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Path | None = None) -> RunArgs:
+    """Mount arguments for every ``mode: mount`` patch file of ``receipt``, paths under ``root``,
+    and for the prewarmed FlashInfer ``cache`` made in the receipt's image."""
     envelope = dsse.read(receipt)
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
@@ -67,5 +75,10 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None) -> RunArgs
                            "\n".join(f"  {line}" for line in bad),
                            hint="restore the pinned files (or pass --root where they are); never mount other bytes")
     subject = data["subject"][0]
+    image_id = "sha256:" + subject["digest"]["sha256"]
     mounts = tuple(Mount(paths[d["name"]], d["annotations"]["mount"]) for d in wanted)
-    return RunArgs(subject["name"], "sha256:" + subject["digest"]["sha256"], mounts)
+    if cache is None:
+        return RunArgs(subject["name"], image_id, mounts)
+    from ..prewarm.serving import cache_args
+
+    return RunArgs(subject["name"], image_id, mounts, cache_args(cache, image_id, key))
