@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--receipt", type=Path, help="where to write the receipt "
                    "(default: receipts/NAME/KEY.receipt.json under the spec's root)")
     p.add_argument("--record-host", action="store_true", help="record this machine's host name in the receipt")
+    p.add_argument("--prewarm", type=Path, metavar="DIR", help="then prewarm the spec's FlashInfer kernel set "
+                   "into DIR inside the new image, and record its manifest in the receipt")
     p = command("keygen", "write an ECDSA P-256 signing key pair: PREFIX.key (0600) and PREFIX.pub", spec=False)
     p.add_argument("--out", type=Path, required=True, metavar="PREFIX", help="path prefix of the two files")
     p.add_argument("--force", action="store_true", help="replace existing files")
@@ -286,8 +288,20 @@ def cmd_build(args: argparse.Namespace) -> int:
     overrides = Overrides(args.memory, args.cpus, args.cpuset, args.pids, args.reserve, args.cgroup_parent)
     key = _signing_key(args)
     store = _store(args)
-    result = build(spec, lock, store, Engine.connect(), overrides, status=_status(args), log=_log(args))
-    emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host)
+    engine = Engine.connect()
+    result = build(spec, lock, store, engine, overrides, status=_status(args), log=_log(args))
+    warmed = None
+    if args.prewarm is not None:
+        from .build.bounds import derive
+        from .prewarm import prewarm, receipt_entry, target_of_spec
+
+        target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
+        budget = derive(target.bounds, overrides, layer="prewarm")
+        args.runner = "image"
+        runner = _prewarm_runner(args, target, engine, budget)
+        warmed = prewarm(target, runner, args.prewarm, budget, key, _progress(args, len(target.modules)))
+    emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host,
+                            prewarm=receipt_entry(warmed) if warmed else None)
     result.receipt = str(emitted.path)
     if emitted.signed:
         _status(args)(f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
@@ -295,7 +309,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         err.print(f"[bold yellow]warning:[/] receipt {emitted.path} is NOT signed; pass --key or set "
                   f"SPARKIMG_KEY (create one with `sparkimg keygen`)", markup=True, highlight=False)
-    _emit(args, {**result.to_json(), "signed": emitted.signed})
+    _emit(args, {**result.to_json(), "signed": emitted.signed,
+                 "prewarm": warmed.to_json() if warmed else None})
     if not args.json:
         if not result.built:
             out.print(f"{result.image_ref}: up to date, nothing built ({result.image_id})")

@@ -178,9 +178,20 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
         records = [_journal(cache, module["name"]) for module in events.modules]
         data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
                                   image=target.image(), runner=runner.name, toolchain=runner.toolchain)
-        path = manifest.write(cache, data, key)
+        path, _ = manifest.write(cache, data, key)
     modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
     return Result(path, modules, events.env, time.monotonic() - started, workers, per_module)
+
+
+def receipt_entry(result: Result) -> dict[str, Any]:
+    """The receipt byproduct that records a prewarm run as part of a build."""
+    from .._hashing import digest_file
+
+    return {"name": "prewarm", "uri": f"file:{result.manifest}",
+            "digest": {"sha256": digest_file(result.manifest)["sha256"]},
+            "mediaType": "application/vnd.dsse.envelope.v1+json",
+            "annotations": {"predicateType": manifest.PREDICATE_TYPE, "flashinfer": result.env.get("flashinfer"),
+                            "modules": [m["name"] for m in result.modules]}}
 
 
 def _journal(cache: Path, name: str) -> dict[str, Any]:

@@ -61,13 +61,31 @@ def statement(*, env: dict[str, Any], modules: list[dict[str, Any]], archs: list
     }
 
 
-def write(cache: Path, data: dict[str, Any], key: PrivateKey | None) -> Path:
+def write(cache: Path, data: dict[str, Any], key: PrivateKey | None) -> tuple[Path, bool]:
+    """Write the manifest, signed when ``key`` is given; an existing one that says the same
+    (apart from its creation time) under the same signer is kept. Returns (path, written)."""
+    target = path_of(cache)
+    if _same(target, data, key):
+        return target, False
     envelope = dsse.Envelope(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
     if key is not None:
         envelope = envelope.signed(key)
-    target = path_of(cache)
     write_atomic(target, envelope.dumps())
-    return target
+    return target, True
+
+
+def _same(path: Path, data: dict[str, Any], key: PrivateKey | None) -> bool:
+    try:
+        existing = dsse.read(path)
+        old = load(existing.payload, str(path))
+    except (EnvelopeError, OSError):
+        return False
+    if not existing.same_signer(key):
+        return False
+
+    def timeless(statement: dict[str, Any]) -> dict[str, Any]:
+        return {**statement, "predicate": {k: v for k, v in statement["predicate"].items() if k != "created"}}
+    return timeless(old) == timeless(data)
 
 
 def load(payload: bytes, where: str) -> dict[str, Any]:

@@ -41,8 +41,9 @@ def payload_of(data: dict[str, Any]) -> bytes:
 
 
 def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Path | None = None,
-         record_host: bool = False) -> Emitted:
-    """Write the receipt of ``result`` (signed when ``key`` is given); return where and how."""
+         record_host: bool = False, prewarm: dict[str, Any] | None = None) -> Emitted:
+    """Write the receipt of ``result`` (signed when ``key`` is given); return where and how.
+    ``prewarm`` is the byproduct of a prewarm run of this build (``prewarm.receipt_entry``)."""
     if result.image_id is None:
         raise UsageError(f"{result.image_ref}: the image is not in the engine; nothing to write a receipt for")
     image_key = result.plan.image.key
@@ -54,6 +55,10 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
             layer_keys={layer.name: layer.key for layer in result.plan.layers},
             blobs=result.blobs, engine=result.engine, started=result.started, finished=result.finished,
             record_host=record_host)
+        store.write_record(RECORDS, image_key, data)
+    if prewarm is not None:
+        byproducts = data["predicate"]["runDetails"]["byproducts"]
+        byproducts[:] = [*(b for b in byproducts if b["name"] != "prewarm"), prewarm]
         store.write_record(RECORDS, image_key, data)
     envelope = dsse.Envelope(payload_of(data))
     target = path or default_path(result)
@@ -71,8 +76,4 @@ def _still_good(path: Path, payload: bytes, key: PrivateKey | None) -> bool:
         existing = dsse.read(path)
     except UsageError:
         return False
-    if existing.payload != payload:
-        return False
-    if key is None:
-        return not existing.signatures
-    return existing.check_signature(key.public) is None
+    return existing.payload == payload and existing.same_signer(key)

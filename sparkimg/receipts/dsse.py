@@ -59,6 +59,13 @@ class Envelope:
             return None
         return f"the signature by {key.keyid[:16]} does not verify: payload or signature changed after signing"
 
+    def same_signer(self, key: PrivateKey | None) -> bool:
+        """Signed by ``key`` (a valid signature), or unsigned when ``key`` is None: a file that
+        is kept rather than rewritten must not change who vouches for it."""
+        if key is None:
+            return not self.signatures
+        return self.check_signature(key.public) is None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "payloadType": self.payload_type,

@@ -147,3 +147,28 @@ def test_run_args_refuses_a_cache_made_for_another_image(capsys: pytest.CaptureF
     code, _, err = cli(capsys, warmed.store, "run-args", str(other), "--root", str(warmed.spec.parents[1]),
                        "--cache", str(warmed.cache))
     assert code == 1 and "made for image" in err
+
+
+def test_build_with_prewarm_records_the_manifest_in_the_receipt(
+        capsys: pytest.CaptureFixture[str], warmed: Warmed) -> None:
+    from sparkimg._hashing import digest_file
+
+    manifest = warmed.cache / "sparkimg-prewarm.json"
+    before = manifest.read_bytes()
+    args = ("build", str(warmed.spec), "--key", str(warmed.key), "--prewarm", str(warmed.cache), "--quiet", "--json")
+    code, result, err = cli(capsys, warmed.store, *args)
+    assert code == 0, err
+    assert {m["status"] for m in result["prewarm"]["modules"]} == {"cached"}
+    assert manifest.read_bytes() == before  # the same cache for the same image: the manifest is kept
+    envelope = json.loads(warmed.receipt.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    entry = next(b for b in statement["predicate"]["runDetails"]["byproducts"] if b["name"] == "prewarm")
+    assert entry["digest"]["sha256"] == digest_file(manifest)["sha256"]
+    assert entry["annotations"]["modules"] == ["silu_and_mul", "gelu_tanh_and_mul"]
+    receipt = warmed.receipt.read_bytes()
+    code, _, err = cli(capsys, warmed.store, *args)
+    assert code == 0, err
+    assert warmed.receipt.read_bytes() == receipt  # nothing changed: nothing rewritten
+    code, report, _ = cli(capsys, warmed.store, "verify-receipt", str(warmed.receipt), "--key", str(warmed.pub),
+                          "--image", warmed.image, "--json")
+    assert code == 0, report
