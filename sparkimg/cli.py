@@ -602,7 +602,7 @@ def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
     if args.key is None:
         raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
     flashinfer = None
-    if args.runner == "host":
+    if args.runner == "host" and not args.quick:
         probe = "import importlib.metadata as m; print(m.version('flashinfer-python'))"
         run = subprocess.run([args.python or sys.executable, "-c", probe], capture_output=True, text=True, check=False)
         flashinfer = run.stdout.strip() if run.returncode == 0 else "(not installed)"
