@@ -98,9 +98,12 @@ class Workspace:
     def files(self, spec: Any) -> list[Path]:
         """Every file of one module: its build folder, and its generated sources in the workspace."""
         found = [p for p in sorted(Path(spec.build_dir).rglob("*")) if p.is_file() and not p.is_symlink()]
+        generated = Path(self.env.FLASHINFER_GEN_SRC_DIR) / spec.name  # attention configs (.inc) it includes
+        if generated.is_dir():
+            found += [p.resolve() for p in sorted(generated.rglob("*")) if p.is_file() and not p.is_symlink()]
         for source in spec.sources:
             source = Path(source).resolve()
-            if self.dir in source.parents and source.is_file():
+            if self.dir in source.parents and source.is_file() and source not in found:
                 found.append(source)
         return found
 

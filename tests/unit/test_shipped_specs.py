@@ -19,6 +19,7 @@ def test_demo_spec_is_valid() -> None:
     spec = load_spec(REPO / "layers" / "demo.yaml")
     assert [layer.kind for layer in spec.layers] == ["compile", "wheel"]
     assert spec.patches[0].mode == "bake"
+    assert spec.prewarm is not None and [m.args for m in spec.prewarm.modules] == [("silu",), ("gelu_tanh",)]
 
 
 def test_gb10_spec_lists_every_operator_value() -> None:
@@ -55,3 +56,5 @@ def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
     assert [a.text for a in spec.cuda_architectures] == ["12.1a"]
     assert len(spec.patches[0].files) == 7 and spec.patches[0].mode == "mount"
     assert spec.base.digest == "sha256:" + "ab" * 32
+    assert spec.prewarm is not None and len(spec.prewarm.modules) == 7
+    assert spec.prewarm.modules[-1].kwargs["head_dim_ckv"] == 512
