@@ -294,11 +294,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.prewarm is not None:
         from .build.bounds import derive
         from .prewarm import prewarm, receipt_entry, target_of_spec
+        from .prewarm.runner import runner_for
 
         target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
         budget = derive(target.bounds, overrides, layer="prewarm")
-        args.runner = "image"
-        runner = _prewarm_runner(args, target, engine, budget)
+        runner = runner_for("image", target, engine=engine, budget=budget)
         warmed = prewarm(target, runner, args.prewarm, budget, key, _progress(args, len(target.modules)))
     emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host,
                             prewarm=receipt_entry(warmed) if warmed else None)
@@ -462,62 +462,23 @@ def cmd_run_args(args: argparse.Namespace) -> int:
 
 def _prewarm_target(args: argparse.Namespace) -> tuple[Any, Any]:
     """(target, engine or None) from --spec, --image or --receipt."""
-    from . import lock as lock_mod
     from .engine import Engine
     from .errors import UsageError
-    from .plan import compute
-    from .prewarm import LABEL, target_of_label, target_of_spec
-    from .receipts import dsse
-    from .receipts.statement import load
+    from .prewarm import targets
 
-    host = args.runner == "host"
-    if args.spec is not None:
-        spec = _load(args)
-        if host:
-            return target_of_spec(spec, image_id=args.image_id), None
-        engine = Engine.connect()
-        lock = lock_mod.load(spec)
-        lock_mod.check(spec, lock)
-        reference = compute(spec, lock, _store(args), None).image_ref
-        image_id = engine.image_id(reference)
-        if image_id is None:
-            raise UsageError(f"{reference}: the spec's image is not in the engine",
-                             hint=f"build it first: sparkimg build {args.spec}")
-        return target_of_spec(spec, image_ref=reference, image_id=image_id), engine
+    if args.runner != "host" and (args.image_id or args.python):
+        raise UsageError("--image-id and --python go with --runner host",
+                         hint="inside an image, sparkimg records the image's own ID and uses its own Python")
+    if args.spec is not None and args.runner == "host":
+        return targets.on_host(targets.target_of_spec(_load(args)), args.image_id), None
     engine = Engine.connect()
-    if args.receipt is not None:
-        subject = load(dsse.read(args.receipt).payload, str(args.receipt))["subject"][0]
-        reference, wanted = subject["name"], "sha256:" + subject["digest"]["sha256"]
-        if engine.image_id(wanted) is None:
-            raise UsageError(f"{args.receipt}: its image {wanted} is not in the engine",
-                             hint=f"pull or build {reference} first")
-        lookup = wanted
+    if args.spec is not None:
+        target = targets.for_built_spec(_load(args), _store(args), engine)
+    elif args.receipt is not None:
+        target = targets.for_receipt(args.receipt, engine)
     else:
-        reference = lookup = args.image
-    image_id = engine.image_id(lookup)
-    if image_id is None:
-        raise UsageError(f"{reference}: no such image in the engine", hint="build it, or pull it by digest")
-    target = target_of_label(engine.image_labels(lookup).get(LABEL), image_ref=reference, image_id=image_id)
-    if host and args.image_id is None:
-        from dataclasses import replace
-
-        target = replace(target, image_id=None, image_ref=None)
-    return target, engine
-
-
-def _prewarm_runner(args: argparse.Namespace, target: Any, engine: Any, budget: Any) -> Any:
-    import sys
-
-    from .engine import Mount
-    from .prewarm.runner import HostRunner, ImageRunner, has_gpu
-
-    if args.runner == "host":
-        return HostRunner(args.python or sys.executable, target.toolchain.get("path"))
-    toolchain = None
-    if target.toolchain.get("cuda") == "host" and target.toolchain.get("path"):
-        path = target.toolchain["path"]
-        toolchain = Mount(Path(path).resolve(), path)
-    return ImageRunner(engine, target.image_id, budget, toolchain, gpus=has_gpu())
+        target = targets.for_image(args.image, engine)
+    return (targets.on_host(target, args.image_id) if args.runner == "host" else target), engine
 
 
 def _progress(args: argparse.Namespace, total: int) -> Callable[[str, str, dict[str, Any]], None]:
@@ -544,6 +505,7 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
     from .build.bounds import Overrides, derive
     from .errors import UsageError
     from .prewarm import list_modules, prewarm
+    from .prewarm.runner import runner_for
 
     if args.quick and not args.verify:
         raise UsageError("--quick goes with --verify", hint="sparkimg prewarm ... --verify --quick --key PUB")
@@ -554,7 +516,7 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
         return _prewarm_verify(args, target)
     overrides = Overrides(args.memory, args.cpus, None, args.pids, args.reserve, args.cgroup_parent)
     budget = derive(target.bounds, overrides, layer="prewarm")
-    runner = _prewarm_runner(args, target, engine, budget)
+    runner = runner_for(args.runner, target, engine=engine, budget=budget, python=args.python)
     if args.list:
         events = list_modules(target, runner, _progress(args, len(target.modules)))
         _emit(args, {"flashinfer": events.env.get("flashinfer"), "workspace": events.env.get("workspace"),
@@ -572,8 +534,10 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
                               m["library"].removeprefix(prefix), "yes: FlashInfer loads its own" if m["aot"] else "-")
             out.print(table)
         return 0
+    import sys
+
     key = _signing_key(args)
-    where = target.image_ref or f"this Python ({runner.python})"
+    where = target.image_ref or f"this Python ({args.python or sys.executable})"
     _status(args)(f"prewarm {len(target.modules)} modules for {where}: {budget.jobs} job(s), memory "
                   f"{format_size(budget.memory)}" + (", network none" if args.runner == "image" else
                                                      ", no cgroup bound (host runner)"))
@@ -590,23 +554,20 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
 
 
 def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
-    import subprocess
     import sys
 
     from .errors import UsageError
-    from .prewarm.runner import CONTAINER_BASE
+    from .prewarm.runner import CONTAINER_BASE, HostRunner
     from .prewarm.verify import Expect, verify
     from .receipts.keys import load_public
     from .spec import Arch
 
     if args.key is None:
         raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
-    flashinfer = None
-    if args.runner == "host" and not args.quick:
-        probe = "import importlib.metadata as m; print(m.version('flashinfer-python'))"
-        run = subprocess.run([args.python or sys.executable, "-c", probe], capture_output=True, text=True, check=False)
-        flashinfer = run.stdout.strip() if run.returncode == 0 else "(not installed)"
-    base = str(args.cache.resolve()) if args.runner == "host" else CONTAINER_BASE
+    host = args.runner == "host"
+    # In an image, the image ID stands for its FlashInfer; a host Python is asked.
+    flashinfer = HostRunner(args.python or sys.executable).flashinfer_version() if host and not args.quick else None
+    base = str(args.cache.resolve()) if host else CONTAINER_BASE
     archs = tuple(Arch(a) for a in args.arch) if args.arch else target.archs
     expect = Expect(archs, target.image_id, flashinfer, base)
     report = verify(args.cache, load_public(args.key), expect, quick=args.quick)

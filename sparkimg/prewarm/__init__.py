@@ -17,80 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from ..build.bounds import Budget
-from ..errors import BuildError, UsageError
+from ..errors import BuildError
 from ..receipts.keys import PrivateKey
-from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
-from ..store import flock
 from . import manifest
 from .runner import Runner
+from .targets import LABEL, Target, kernel_label, target_of_label, target_of_spec
 from .worker import EVENT, JOURNAL
 
-LABEL = "dev.sparkimg.prewarm"
+__all__ = ["LABEL", "Events", "Result", "Target", "kernel_label", "list_modules", "prewarm", "receipt_entry",
+           "split_jobs", "target_of_label", "target_of_spec"]
+
 Progress = Callable[[str, str, dict[str, Any]], None]  # (event, module name, fields)
 
 
 def _quiet(event: str, name: str, fields: dict[str, Any]) -> None:
     return None
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a cache is for: the kernel set, its architectures, and the image (None on a host)."""
-
-    modules: tuple[KernelModule, ...]
-    archs: tuple[Arch, ...]
-    bounds: Bounds
-    image_ref: str | None = None
-    image_id: str | None = None
-    toolchain: dict[str, str | None] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def arch_list(self) -> str:
-        """FLASHINFER_CUDA_ARCH_LIST: space-separated, as FlashInfer reads it."""
-        return " ".join(a.text for a in self.archs)
-
-    def image(self) -> dict[str, Any] | None:
-        return None if self.image_id is None else {"id": self.image_id, "reference": self.image_ref}
-
-
-def kernel_label(spec: Spec) -> str | None:
-    """The kernel set as an image label, so ``prewarm --image REF`` needs no spec."""
-    if spec.prewarm is None:
-        return None
-    kernels = spec.prewarm
-    return json.dumps({
-        "cuda_architectures": [a.text for a in spec.cuda_architectures],
-        "modules": [m.to_json() for m in kernels.modules],
-        "bounds": {"memory": kernels.bounds.memory, "job_memory": kernels.bounds.job_memory,
-                   "pids": kernels.bounds.pids, "cpus": kernels.bounds.cpus, "cpuset": kernels.bounds.cpuset},
-        "toolchain": {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path},
-        "env": dict(kernels.env),
-    }, sort_keys=True, separators=(",", ":"))
-
-
-def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | None = None) -> Target:
-    if spec.prewarm is None:
-        raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
-                         hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
-    return Target(spec.prewarm.modules, spec.cuda_architectures, spec.prewarm.bounds, image_ref, image_id,
-                  {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path}, dict(spec.prewarm.env))
-
-
-def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:
-    """The target an image's ``dev.sparkimg.prewarm`` label describes."""
-    if not text:
-        raise UsageError(f"{image_ref}: the image carries no {LABEL} label (built without a prewarm kernel set, "
-                         "or not by sparkimg)", hint="pass --spec SPEC to name the kernel set")
-    try:
-        data = json.loads(text)
-        kernels = KernelSet(tuple(KernelModule(m["generator"], tuple(m["args"]), dict(m["kwargs"]))
-                                  for m in data["modules"]), Bounds(**data["bounds"]))
-        archs = tuple(Arch(a) for a in data["cuda_architectures"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{image_ref}: label {LABEL} is not a kernel set ({exc})") from None
-    return Target(kernels.modules, archs, kernels.bounds, image_ref, image_id, dict(data.get("toolchain") or {}),
-                  dict(data.get("env") or {}))
 
 
 @dataclass
@@ -171,14 +112,14 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
     workers, per_module = split_jobs(budget, len(target.modules))
     events = Events(progress)
     job = {"modules": [m.to_json() for m in target.modules], "workers": workers}
-    # One prewarm per cache at a time; the manifest is replaced only after every module is built.
-    with flock(cache / ".sparkimg-prewarm" / "lock"):
-        code = runner.run("build", job, cache, worker_env(target, per_module), events.line)
-        _raise_for(code, events, "prewarm")
-        records = [_journal(cache, module["name"]) for module in events.modules]
-        data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
-                                  image=target.image(), runner=runner.name, toolchain=runner.toolchain)
-        path, _ = manifest.write(cache, data, key)
+    # The worker holds the cache's lock while it compiles (a container outlives a killed
+    # sparkimg); the manifest is replaced only after every module is built.
+    code = runner.run("build", job, cache, worker_env(target, per_module), events.line)
+    _raise_for(code, events, "prewarm")
+    records = [_journal(cache, module["name"]) for module in events.modules]
+    data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
+                              image=target.image(), runner=runner.name, toolchain=runner.toolchain)
+    path, _ = manifest.write(cache, data, key)
     modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
     return Result(path, modules, events.env, time.monotonic() - started, workers, per_module)
 

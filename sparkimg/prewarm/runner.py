@@ -13,15 +13,19 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..build.bounds import Budget
 from ..engine import Engine, Mount, RunLimits
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from .targets import Target
 
 WORKER = Path(__file__).with_name("worker.py")
 CONTAINER_BASE = "/var/cache/sparkimg/flashinfer"
@@ -29,13 +33,13 @@ LineFn = Callable[[str], None]
 
 
 class Runner(Protocol):
-    name: str
-    # A host CUDA toolkit mounted into the container; serving needs it too, since FlashInfer
-    # asks nvcc for its version even to load a module it does not compile.
-    toolchain: Mount | None
+    @property
+    def name(self) -> str: ...
 
-    def base(self, cache: Path) -> str:
-        """FLASHINFER_WORKSPACE_BASE as the worker sees ``cache``."""
+    @property
+    def toolchain(self) -> Mount | None:
+        """A host CUDA toolkit mounted into the container; serving needs it too, since
+        FlashInfer asks nvcc for its version even to load a module it does not compile."""
         ...
 
     def run(self, action: str, job: Mapping[str, Any], cache: Path | None, env: Mapping[str, str],
@@ -61,8 +65,11 @@ class HostRunner:
     name: str = "host"
     toolchain: Mount | None = None
 
-    def base(self, cache: Path) -> str:
-        return str(cache.resolve())
+    def flashinfer_version(self) -> str:
+        """The FlashInfer this interpreter has (its package metadata: no import, no CUDA)."""
+        probe = "import importlib.metadata as m; print(m.version('flashinfer-python'))"
+        run = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, check=False)
+        return run.stdout.strip() if run.returncode == 0 else "(not installed)"
 
     def run(self, action: str, job: Mapping[str, Any], cache: Path | None, env: Mapping[str, str],
             on_line: LineFn) -> int:
@@ -72,7 +79,8 @@ class HostRunner:
         folder = _job_folder(job)
         scratch = Path(tempfile.mkdtemp(prefix="sparkimg-list-")) if cache is None else None
         try:
-            merged = {**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(scratch or self.base(cache or Path()))}
+            base = scratch or (cache or Path()).resolve()  # the cache where it is: bare metal serves from there
+            merged = {**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(base)}
             if self.cuda_home and "CUDA_HOME" not in os.environ:
                 merged.update({"CUDA_HOME": self.cuda_home, "PATH": f"{self.cuda_home}/bin:{merged.get('PATH', '')}"})
             proc = subprocess.Popen([self.python, str(folder / "worker.py"), action, str(folder / "job.json")],
@@ -97,9 +105,6 @@ class ImageRunner:
     toolchain: Mount | None = None
     gpus: bool = False
     name: str = "image"
-
-    def base(self, cache: Path) -> str:
-        return CONTAINER_BASE
 
     def run(self, action: str, job: Mapping[str, Any], cache: Path | None, env: Mapping[str, str],
             on_line: LineFn) -> int:
@@ -126,6 +131,18 @@ class ImageRunner:
             return result.exit_code
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def runner_for(kind: str, target: Target, *, engine: Engine | None, budget: Budget,
+               python: str | None = None) -> Runner:
+    """The runner ``--runner KIND`` names: the target's image through ``engine``, or ``python``."""
+    if kind == "host":
+        return HostRunner(python or sys.executable, target.toolchain.get("path"))
+    if engine is None or target.image_id is None:
+        raise UsageError("the image runner needs an image in the engine", hint="pass --spec, --image or --receipt")
+    path = target.toolchain.get("path") if target.toolchain.get("cuda") == "host" else None
+    toolchain = Mount(Path(path).resolve(), path) if path else None
+    return ImageRunner(engine, target.image_id, budget, toolchain, gpus=has_gpu())
 
 
 def has_gpu() -> bool:

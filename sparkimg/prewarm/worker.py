@@ -16,6 +16,7 @@ CUDA_HOME, MAX_JOBS.
 from __future__ import annotations
 
 import concurrent.futures
+import fcntl
 import hashlib
 import importlib
 import json
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 EVENT = "SPARKIMG-EVENT "
-JOURNAL = ".sparkimg-prewarm/modules"
+STATE = ".sparkimg-prewarm"
+JOURNAL = f"{STATE}/modules"
 # FlashInfer opens this log for appending at import; in a read-only cache it must point
 # somewhere writable, so the finished cache holds a link to the container's /tmp.
 LOG_NAME = "flashinfer_jit.log"
@@ -227,7 +229,17 @@ def main(argv: list[str]) -> int:
         emit("module", **describe(workspace, spec, entry, index))
     if argv[1] == "list":
         return 0
+    # One prewarm per cache at a time, held by whoever compiles: a container keeps it even
+    # when the sparkimg that started it was killed, so a rerun waits instead of racing it.
+    lock_path = workspace.base / STATE / "lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        return build(workspace, specs, int(job.get("workers", 1)))
 
+
+def build(workspace: Workspace, specs: list[tuple[Any, dict[str, Any]]], workers: int) -> int:
+    """Compile every module without an intact journal record, ``workers`` at a time."""
     missing = []
     for spec, entry in specs:
         record = is_done(workspace, spec.name)
@@ -236,7 +248,7 @@ def main(argv: list[str]) -> int:
         else:
             missing.append((spec, entry))
     failed = 0
-    workers = max(1, min(int(job.get("workers", 1)), len(missing) or 1))
+    workers = max(1, min(workers, len(missing) or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(compile_one, workspace, spec, entry): spec for spec, entry in missing}
         for future in concurrent.futures.as_completed(futures):

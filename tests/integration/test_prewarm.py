@@ -255,3 +255,20 @@ def test_flashinfer_loads_the_cache_read_only_without_compiling(python: str, war
     assert run.stdout.count("loaded") == 2
     assert "Building JIT module" not in run.stderr
     assert {p: p.stat().st_mtime_ns for p in warmed.rglob("*") if p.is_file()} == before
+
+
+def test_two_prewarms_of_one_cache_compile_each_module_once(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, python: str, keys: tuple[Path, Path]) -> None:
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "sparkimg.cli", *prewarm_args(python, cache, "--key", str(keys[0]), "--json",
+                                                                   "--quiet")]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+             for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        results.append({m["status"] for m in json.loads(out)["modules"]})
+    assert sorted(results, key=sorted) == [{"cached"}, {"compiled"}]
+    code, report = verify(capsys, tmp_path / "store", python, cache, keys[1])
+    assert code == 0, report

@@ -1,0 +1,124 @@
+"""What a prewarm is for: the kernel set, its architectures, the image, from a spec, an
+image label or a receipt.
+
+The kernel set travels with the image as the label ``dev.sparkimg.prewarm``, so a
+node that pulled an image by digest can prewarm it without the spec.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..store import Store
+
+LABEL = "dev.sparkimg.prewarm"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a cache is for: the kernel set, its architectures, and the image (None on a host)."""
+
+    modules: tuple[KernelModule, ...]
+    archs: tuple[Arch, ...]
+    bounds: Bounds
+    image_ref: str | None = None
+    image_id: str | None = None
+    toolchain: dict[str, str | None] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def arch_list(self) -> str:
+        """FLASHINFER_CUDA_ARCH_LIST: space-separated, as FlashInfer reads it."""
+        return " ".join(a.text for a in self.archs)
+
+    def image(self) -> dict[str, Any] | None:
+        return None if self.image_id is None else {"id": self.image_id, "reference": self.image_ref}
+
+
+def kernel_label(spec: Spec) -> str | None:
+    """The kernel set as an image label, so ``prewarm --image REF`` needs no spec."""
+    if spec.prewarm is None:
+        return None
+    kernels = spec.prewarm
+    return json.dumps({
+        "cuda_architectures": [a.text for a in spec.cuda_architectures],
+        "modules": [m.to_json() for m in kernels.modules],
+        "bounds": {"memory": kernels.bounds.memory, "job_memory": kernels.bounds.job_memory,
+                   "pids": kernels.bounds.pids, "cpus": kernels.bounds.cpus, "cpuset": kernels.bounds.cpuset},
+        "toolchain": {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path},
+        "env": dict(kernels.env),
+    }, sort_keys=True, separators=(",", ":"))
+
+
+def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | None = None) -> Target:
+    if spec.prewarm is None:
+        raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
+                         hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
+    return Target(spec.prewarm.modules, spec.cuda_architectures, spec.prewarm.bounds, image_ref, image_id,
+                  {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path}, dict(spec.prewarm.env))
+
+
+def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:
+    """The target an image's ``dev.sparkimg.prewarm`` label describes."""
+    if not text:
+        raise UsageError(f"{image_ref}: the image carries no {LABEL} label (built without a prewarm kernel set, "
+                         "or not by sparkimg)", hint="pass --spec SPEC to name the kernel set")
+    try:
+        data = json.loads(text)
+        kernels = KernelSet(tuple(KernelModule(m["generator"], tuple(m["args"]), dict(m["kwargs"]))
+                                  for m in data["modules"]), Bounds(**data["bounds"]))
+        archs = tuple(Arch(a) for a in data["cuda_architectures"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{image_ref}: label {LABEL} is not a kernel set ({exc})") from None
+    return Target(kernels.modules, archs, kernels.bounds, image_ref, image_id, dict(data.get("toolchain") or {}),
+                  dict(data.get("env") or {}))
+
+
+def for_built_spec(spec: Spec, store: Store, engine: Engine) -> Target:
+    """The spec's kernel set, for the image the spec's lock builds (it must be in the engine)."""
+    from .. import lock as lock_mod
+    from ..plan import compute
+
+    lock = lock_mod.load(spec)
+    lock_mod.check(spec, lock)
+    reference = compute(spec, lock, store, None).image_ref
+    image_id = engine.image_id(reference)
+    if image_id is None:
+        raise UsageError(f"{reference}: the spec's image is not in the engine",
+                         hint=f"build it first: sparkimg build {spec.path}")
+    return target_of_spec(spec, image_ref=reference, image_id=image_id)
+
+
+def for_image(reference: str, engine: Engine) -> Target:
+    """The kernel set in an image's label, for that image."""
+    image_id = engine.image_id(reference)
+    if image_id is None:
+        raise UsageError(f"{reference}: no such image in the engine", hint="build it, or pull it by digest")
+    return target_of_label(engine.image_labels(reference).get(LABEL), image_ref=reference, image_id=image_id)
+
+
+def for_receipt(receipt: Path, engine: Engine) -> Target:
+    """The image a receipt names (by image ID), with the kernel set in its label."""
+    from ..receipts import dsse
+    from ..receipts.statement import load
+
+    subject = load(dsse.read(receipt).payload, str(receipt))["subject"][0]
+    image_id = "sha256:" + subject["digest"]["sha256"]
+    if engine.image_id(image_id) is None:
+        raise UsageError(f"{receipt}: its image {image_id} is not in the engine",
+                         hint=f"pull or build {subject['name']} first")
+    return replace(for_image(image_id, engine), image_ref=subject["name"])
+
+
+def on_host(target: Target, image_id: str | None) -> Target:
+    """A target compiled in a host Python: it names an image only when the caller says which."""
+    return replace(target, image_id=image_id, image_ref=target.image_ref if image_id else None)
+
