@@ -494,6 +494,9 @@ def _progress(args: argparse.Namespace, total: int) -> Callable[[str, str, dict[
                    f"{fields.get('nvcc') or 'no nvcc'}, workspace {fields.get('base')}/{fields.get('workspace')}")
         elif event == "start":
             status(f"prewarm {name}: compiling")
+        elif event == "module" and fields.get("aot"):
+            err.print(f"[bold yellow]warning:[/] {name}: FlashInfer in this environment has an AOT build of it and "
+                      "loads that instead; the prewarmed copy will not be used", markup=True, highlight=False)
         elif event in ("cached", "compiled", "failed"):
             done.add(name)
             took = f" in {fields['seconds']:.1f} s" if event == "compiled" else ""
@@ -541,7 +544,8 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
     _status(args)(f"prewarm {len(target.modules)} modules for {where}: {budget.jobs} job(s), memory "
                   f"{format_size(budget.memory)}" + (", network none" if args.runner == "image" else
                                                      ", no cgroup bound (host runner)"))
-    result = prewarm(target, runner, args.cache, budget, key, _progress(args, len(target.modules)))
+    progress = _progress(args, len(target.modules))
+    result = prewarm(target, runner, args.cache, budget, key, progress)
     _emit(args, {**result.to_json(), "signed": key is not None})
     if key is None:
         err.print(f"[bold yellow]warning:[/] {result.manifest} is NOT signed; pass --key or set SPARKIMG_KEY",

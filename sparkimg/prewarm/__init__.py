@@ -116,7 +116,7 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
     # sparkimg); the manifest is replaced only after every module is built.
     code = runner.run("build", job, cache, worker_env(target, per_module), events.line)
     _raise_for(code, events, "prewarm")
-    records = [_journal(cache, module["name"]) for module in events.modules]
+    records = [{**_journal(cache, module["name"]), "aot": module.get("aot", False)} for module in events.modules]
     data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
                               image=target.image(), runner=runner.name, toolchain=runner.toolchain)
     path, _ = manifest.write(cache, data, key)

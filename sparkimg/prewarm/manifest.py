@@ -53,7 +53,7 @@ def statement(*, env: dict[str, Any], modules: list[dict[str, Any]], archs: list
             "toolchain_mount": None if toolchain is None else {"host": str(toolchain.source),
                                                                "container": toolchain.target},
             "environment": {k: env.get(k) for k in ("python", "torch", "nvcc", "machine", "cuda_home")},
-            "modules": [{"name": m["name"], "module": m["module"], "library": m["library"],
+            "modules": [{"name": m["name"], "module": m["module"], "library": m["library"], "aot": m.get("aot", False),
                          "seconds": m.get("seconds"), "files": m["files"]} for m in modules],
             "created": rfc3339(time.time()),
             "sparkimg": __version__,

@@ -172,3 +172,13 @@ def test_build_with_prewarm_records_the_manifest_in_the_receipt(
     code, report, _ = cli(capsys, warmed.store, "verify-receipt", str(warmed.receipt), "--key", str(warmed.pub),
                           "--image", warmed.image, "--json")
     assert code == 0, report
+
+
+def test_list_resolves_the_set_inside_the_image(capsys: pytest.CaptureFixture[str], warmed: Warmed) -> None:
+    code, listed, err = cli(capsys, warmed.store, "prewarm", "--image", warmed.image, "--list", "--json")
+    assert code == 0, err
+    assert listed["flashinfer"] == "0.7.2.post1"
+    assert [(m["name"], m["aot"]) for m in listed["modules"]] == [("silu_and_mul", False),
+                                                                  ("gelu_tanh_and_mul", False)]
+    library = ".cache/flashinfer/0.7.2.post1/121a/cached_ops/silu_and_mul/silu_and_mul.so"
+    assert listed["modules"][0]["library"] == library
