@@ -526,15 +526,15 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
                      "modules": events.modules})
         if not args.json:
             table = Table(title=f"kernel set: {len(events.modules)} modules, FlashInfer "
-                          f"{events.env.get('flashinfer')}, {target.arch_list}")
-            prefix = f"{events.env.get('workspace')}/"
-            for column in ("name", "generator", "arguments", f"library (under CACHE/{prefix})", "AOT"):
+                          f"{events.env.get('flashinfer')}, {target.arch_list}",
+                          caption=f"each library: CACHE/{events.env.get('workspace')}/cached_ops/NAME/NAME.so")
+            for column in ("module name", "generator", "arguments", "AOT"):
                 table.add_column(column, overflow="fold")
             for m in events.modules:
                 arguments = ", ".join([*map(json.dumps, m["args"]), *(f"{k}={json.dumps(v)}"
                                                                     for k, v in m["kwargs"].items())])
                 table.add_row(m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-",
-                              m["library"].removeprefix(prefix), "yes: FlashInfer loads its own" if m["aot"] else "-")
+                              "yes: FlashInfer loads its own" if m["aot"] else "-")
             out.print(table)
         return 0
     import sys
