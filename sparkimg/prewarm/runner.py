@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._units import format_size
 from ..build.bounds import Budget
 from ..engine import Engine, Mount, RunLimits
-from ..errors import UsageError
+from ..errors import OOMError, UsageError
 
 if TYPE_CHECKING:
     from .targets import Target
@@ -127,7 +128,11 @@ class ImageRunner:
                 env=full_env, gpus=self.gpus, log=lambda _layer, _phase, line: on_line(line),
                 layer="prewarm", phase=action)
             if result.oom_killed:
-                on_line(f"the prewarm container was killed by the OOM killer at its memory bound ({b.memory} bytes)")
+                raise OOMError(f"prewarm: the container was killed by the OOM killer at its memory bound "
+                               f"{format_size(b.memory)} ({b.jobs} job(s) of {format_size(b.job_memory)} each); "
+                               "modules finished before it are kept",
+                               hint="raise prewarm.memory (or --memory), or raise prewarm.job_memory so fewer "
+                               "jobs run at once; then run prewarm again")
             return result.exit_code
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -182,3 +182,12 @@ def test_list_resolves_the_set_inside_the_image(capsys: pytest.CaptureFixture[st
                                                                   ("gelu_tanh_and_mul", False)]
     library = ".cache/flashinfer/0.7.2.post1/121a/cached_ops/silu_and_mul/silu_and_mul.so"
     assert listed["modules"][0]["library"] == library
+
+
+def test_a_prewarm_over_its_memory_bound_is_oom_killed_and_says_so(
+        capsys: pytest.CaptureFixture[str], warmed: Warmed, tmp_path: Path) -> None:
+    code, out, err = cli(capsys, warmed.store, "prewarm", "--image", warmed.image, "--cache", str(tmp_path / "c"),
+                         "--memory", "48m", "--json", "--quiet")
+    assert code == 5, err
+    assert "killed by the OOM killer at its memory bound 48.0 MiB" in out["error"]
+    assert not (tmp_path / "c" / "sparkimg-prewarm.json").exists()
