@@ -98,6 +98,17 @@ class Arch:
         return f"{self.sm}{self.suffix}"
 
 
+_SM_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
+
+
+def dotted_arch(text: str) -> str | None:
+    """``12.1a`` from ``12.1a``, ``sm_121a``, ``compute_121a`` or ``121a``; None for anything else."""
+    if _ARCH.match(text):
+        return text
+    forms = _SM_FORMS.match(text)
+    return f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}" if forms else None
+
+
 def split_reference(reference: str) -> tuple[str, str | None, str | None]:
     """``repo[:tag][@digest]`` -> (repository, tag, digest); a port is not a tag."""
     ref, _, digest = reference.partition("@")
@@ -482,10 +493,8 @@ def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
     for index, item in enumerate(value):
         text = str(item) if isinstance(item, (str, float)) else None
         if text is None or not _ARCH.match(text):
-            hint = ""
-            sm_form = re.match(r"^(?:sm|compute)_(\d+)(\d)([af]?)$", item) if isinstance(item, str) else None
-            if sm_form:
-                hint = f"; write '{sm_form.group(1)}.{sm_form.group(2)}{sm_form.group(3)}'"
+            dotted = dotted_arch(item) if isinstance(item, str) else None
+            hint = f"; write '{dotted}'" if dotted else ""
             c.problem((*path, index), f"{item!r} is not a CUDA architecture like '12.1a'{hint}")
             continue
         if isinstance(item, float):

@@ -21,7 +21,7 @@ import yaml
 from .. import lock as lock_mod
 from .. import patches as patches_mod
 from ..errors import UsageError
-from ..spec import load_spec
+from ..spec import dotted_arch, load_spec
 from . import dsse
 from .keys import PublicKey
 from .statement import dependencies, dependency_facts, facts
@@ -33,7 +33,6 @@ RECIPE_KEYS = {"schema", "name", "description", "spec", "receipt", "expect"}
 EXPECT_KEYS = {"base", "image", "platform", "cuda_architectures", "sources", "patches", "spec", "lock"}
 SOURCE_FIELDS = {"commit", "tree", "sha256", "version", "ref", "filename"}
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
-_ARCH_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
 
 
 class RecipeError(UsageError):
@@ -212,12 +211,9 @@ def _archs(path: Path, value: Any) -> list[str]:
     items = value if isinstance(value, list) else str(value).replace(",", " ").replace(";", " ").split()
     out = []
     for item in items:
-        text = str(item)
-        if not re.fullmatch(r"\d+\.\d+[af]?", text):
-            forms = _ARCH_FORMS.match(text)
-            if not forms:
-                raise RecipeError(f"{path}: {text!r} is not a CUDA architecture like 12.1a or sm_121a")
-            text = f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}"
+        text = dotted_arch(str(item))
+        if text is None:
+            raise RecipeError(f"{path}: {str(item)!r} is not a CUDA architecture like 12.1a or sm_121a")
         out.append(text)
     return out
 
