@@ -28,8 +28,16 @@ PREDICATE_TYPE = "https://sparkimg.dev/prewarm/v1"
 OWN_ENTRIES = (NAME, ".sparkimg-prewarm")
 
 
+HINT = "prewarm the cache (again) with `sparkimg prewarm ... --cache DIR --key KEY` to write its manifest"
+
+
 def path_of(cache: Path) -> Path:
     return cache / NAME
+
+
+def read(cache: Path) -> dsse.Envelope:
+    """The cache's manifest envelope; a missing or damaged one is bad input (exit 2)."""
+    return dsse.read(path_of(cache), hint=HINT)
 
 
 def statement(*, env: dict[str, Any], modules: list[dict[str, Any]], archs: list[str],
@@ -76,7 +84,7 @@ def write(cache: Path, data: dict[str, Any], key: PrivateKey | None) -> tuple[Pa
 
 def _same(path: Path, data: dict[str, Any], key: PrivateKey | None) -> bool:
     try:
-        existing = dsse.read(path)
+        existing = dsse.read(path, hint=HINT)
         old = load(existing.payload, str(path))
     except (EnvelopeError, OSError):
         return False

@@ -77,20 +77,23 @@ class Envelope:
         return (json.dumps(self.to_json(), indent=2) + "\n").encode()
 
 
-def parse(raw: bytes, where: str) -> Envelope:
+RECEIPT_HINT = "pass the .receipt.json file that `sparkimg build` wrote"
+
+
+def parse(raw: bytes, where: str, hint: str = RECEIPT_HINT) -> Envelope:
     """An envelope from its JSON; every shape problem is an ``EnvelopeError`` naming ``where``."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvelopeError(f"{where}: not JSON ({exc.__class__.__name__}: {exc}); truncated or not a receipt?",
-                            hint="pass the .receipt.json file that `sparkimg build` wrote") from None
+        raise EnvelopeError(f"{where}: not JSON ({exc.__class__.__name__}: {exc}); truncated?", hint=hint) from None
     if not isinstance(data, dict):
         raise EnvelopeError(f"{where}: a DSSE envelope is a JSON object, this is {type(data).__name__}")
     missing = [k for k in ("payloadType", "payload", "signatures") if k not in data]
     if missing:
         raise EnvelopeError(f"{where}: not a DSSE envelope: missing {', '.join(missing)}")
     if data["payloadType"] != PAYLOAD_TYPE:
-        raise EnvelopeError(f"{where}: payloadType is {data['payloadType']!r}, a receipt's is {PAYLOAD_TYPE!r}")
+        raise EnvelopeError(f"{where}: payloadType is {data['payloadType']!r}, sparkimg writes {PAYLOAD_TYPE!r}",
+                            hint=hint)
     if not isinstance(data["payload"], str) or not isinstance(data["signatures"], list):
         raise EnvelopeError(f"{where}: payload must be a base64 string and signatures a list")
     signatures = []
@@ -101,12 +104,12 @@ def parse(raw: bytes, where: str) -> Envelope:
     return Envelope(_b64(data["payload"], f"{where}: payload"), data["payloadType"], tuple(signatures))
 
 
-def read(path: Path) -> Envelope:
+def read(path: Path, hint: str = RECEIPT_HINT) -> Envelope:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise EnvelopeError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse(raw, str(path))
+        raise EnvelopeError(f"{path}: cannot read ({exc.strerror})", hint=hint) from None
+    return parse(raw, str(path), hint)
 
 
 def _b64(text: str, where: str) -> bytes:

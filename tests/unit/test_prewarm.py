@@ -206,3 +206,14 @@ def test_run_args_cache_mount_and_its_refusals(tmp_path: Path, key: PrivateKey) 
     host = make_cache(tmp_path / "h", key, runner="host")
     with pytest.raises(CacheMismatchError, match="host runner"):
         cache_args(host, "sha256:" + "a" * 64, None)
+
+
+def test_a_missing_or_damaged_manifest_says_to_prewarm_again(tmp_path: Path, key: PrivateKey) -> None:
+    with pytest.raises(EnvelopeError) as caught:
+        verify(tmp_path, key.public, Expect())
+    assert "sparkimg-prewarm.json: cannot read" in caught.value.message
+    assert caught.value.hint == manifest.HINT
+    manifest.path_of(tmp_path).write_text("{")
+    with pytest.raises(EnvelopeError, match="not JSON") as caught:
+        verify(tmp_path, key.public, Expect())
+    assert caught.value.hint == manifest.HINT
