@@ -215,27 +215,33 @@ def main(argv: list[str]) -> int:
         emit("error", message=f"FlashInfer is not importable here ({exc}); prewarm needs the serving environment")
         return 3
     emit("env", **environment(workspace))
-    specs = []
-    for index, entry in enumerate(job["modules"]):
-        try:
-            spec = resolve(entry)
-        except Exception as exc:
-            emit("error", message=f"module {index} ({entry['generator']}): {type(exc).__name__}: {exc}")
-            return 3
-        if not hasattr(spec, "build_dir"):
-            emit("error", message=f"module {index} ({spec.name}) is not an nvcc JIT module; sparkimg prewarms those")
-            return 3
-        specs.append((spec, entry))
-        emit("module", **describe(workspace, spec, entry, index))
     if argv[1] == "list":
-        return 0
+        return 0 if resolve_all(workspace, job) is not None else 3
     # One prewarm per cache at a time, held by whoever compiles: a container keeps it even
     # when the sparkimg that started it was killed, so a rerun waits instead of racing it.
     lock_path = workspace.base / STATE / "lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        return build(workspace, specs, int(job.get("workers", 1)))
+        specs = resolve_all(workspace, job)  # generators write their generated sources: under the lock
+        return 3 if specs is None else build(workspace, specs, int(job.get("workers", 1)))
+
+
+def resolve_all(workspace: Workspace, job: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]] | None:
+    """Every module's JitSpec, each announced; None (after an error event) if one cannot be made."""
+    specs = []
+    for index, entry in enumerate(job["modules"]):
+        try:
+            spec = resolve(entry)
+        except Exception as exc:
+            emit("error", message=f"module {index} ({entry['generator']}): {type(exc).__name__}: {exc}")
+            return None
+        if not hasattr(spec, "build_dir"):
+            emit("error", message=f"module {index} ({spec.name}) is not an nvcc JIT module; sparkimg prewarms those")
+            return None
+        specs.append((spec, entry))
+        emit("module", **describe(workspace, spec, entry, index))
+    return specs
 
 
 def build(workspace: Workspace, specs: list[tuple[Any, dict[str, Any]]], workers: int) -> int:
