@@ -784,9 +784,10 @@ def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
 
 
 def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
-    entry = c.mapping(item, path, "one JIT module")
+    entry = c.mapping(item, path, "one JIT module, e.g. '- activation: silu'")
     if entry is None:
-        c.problem(path, "must be a mapping such as '- activation: silu' or '- generator: flashinfer.jit.X.gen_Y'")
+        if item is None:
+            c.problem(path, "is empty; write e.g. '- activation: silu' or '- generator: flashinfer.jit.X.gen_Y'")
         return None
     if "generator" not in entry:
         # Short form ``KIND: ARGS``: a scalar is one argument, a list the arguments, a mapping keywords.

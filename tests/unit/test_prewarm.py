@@ -77,6 +77,8 @@ def test_kernel_set_short_and_long_forms(tmp_path: Path) -> None:
     ("prewarm:\n  modules:\n    - page:\n  job_memory: 9g\n  memory: 1g\n",
      "spec.yaml:43: prewarm.job_memory: is larger than memory"),
     ("prewarm:\n  moduls: []\n", "spec.yaml:41: prewarm.moduls: unknown key; did you mean 'modules'?"),
+    ("prewarm:\n  modules:\n    - silu\n", "spec.yaml:42: prewarm.modules[0]: must be a mapping (one JIT module"),
+    ("prewarm:\n  modules:\n    -\n", "spec.yaml:42: prewarm.modules[0]: is empty"),
 ])
 def test_kernel_set_errors_name_line_and_field(tmp_path: Path, block: str, expected: str) -> None:
     found = problems(tmp_path, block)
