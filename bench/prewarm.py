@@ -64,7 +64,7 @@ def main() -> None:
     from sparkimg.spec import load_spec
 
     target = target_of_spec(load_spec(SPEC))
-    modules = [m.to_json() for m in target.modules]
+    modules = [m.to_json() for m in target.kernels.modules]
     key = Path(tempfile.mkdtemp(prefix="sparkimg-bench-key.")) / "bench"
     sparkimg = [sys.executable, "-m", "sparkimg.cli"]
     subprocess.run([*sparkimg, "keygen", "--out", str(key)], check=True, capture_output=True)

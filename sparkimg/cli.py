@@ -297,9 +297,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         from .prewarm.runner import runner_for
 
         target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
-        budget = derive(target.bounds, overrides, layer="prewarm")
+        budget = derive(target.kernels.bounds, overrides, layer="prewarm")
         runner = runner_for("image", target, engine=engine, budget=budget)
-        warmed = prewarm(target, runner, args.prewarm, budget, key, _progress(args, len(target.modules)))
+        warmed = prewarm(target, runner, args.prewarm, budget, key, _progress(args, len(target.kernels.modules)))
     emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host,
                             prewarm=receipt_entry(warmed) if warmed else None)
     result.receipt = str(emitted.path)
@@ -518,10 +518,10 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
     if args.verify:
         return _prewarm_verify(args, target)
     overrides = Overrides(args.memory, args.cpus, None, args.pids, args.reserve, args.cgroup_parent)
-    budget = derive(target.bounds, overrides, layer="prewarm")
+    budget = derive(target.kernels.bounds, overrides, layer="prewarm")
     runner = runner_for(args.runner, target, engine=engine, budget=budget, python=args.python)
     if args.list:
-        events = list_modules(target, runner, _progress(args, len(target.modules)))
+        events = list_modules(target, runner, _progress(args, len(target.kernels.modules)))
         _emit(args, {"flashinfer": events.env.get("flashinfer"), "workspace": events.env.get("workspace"),
                      "modules": events.modules})
         if not args.json:
@@ -541,10 +541,10 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
 
     key = _signing_key(args)
     where = target.image_ref or f"this Python ({args.python or sys.executable})"
-    _status(args)(f"prewarm {len(target.modules)} modules for {where}: {budget.jobs} job(s), memory "
+    _status(args)(f"prewarm {len(target.kernels.modules)} modules for {where}: {budget.jobs} job(s), memory "
                   f"{format_size(budget.memory)}" + (", network none" if args.runner == "image" else
                                                      ", no cgroup bound (host runner)"))
-    progress = _progress(args, len(target.modules))
+    progress = _progress(args, len(target.kernels.modules))
     result = prewarm(target, runner, args.cache, budget, key, progress)
     _emit(args, {**result.to_json(), "signed": key is not None})
     if key is None:

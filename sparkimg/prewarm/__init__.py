@@ -91,15 +91,19 @@ def split_jobs(budget: Budget, modules: int) -> tuple[int, int]:
 
 def worker_env(target: Target, jobs_per_module: int) -> dict[str, str]:
     """The spec's own prewarm env (FlashInfer flags, LIBRARY_PATH), then what sparkimg sets."""
-    return {**target.env, "FLASHINFER_CUDA_ARCH_LIST": target.arch_list, "MAX_JOBS": str(jobs_per_module),
+    return {**target.kernels.env, "FLASHINFER_CUDA_ARCH_LIST": target.arch_list, "MAX_JOBS": str(jobs_per_module),
             "PYTHONUNBUFFERED": "1"}
+
+
+def _job(target: Target, workers: int) -> dict[str, Any]:
+    """The worker's job file: the modules to resolve, and how many to compile at once."""
+    return {"modules": [m.to_json() for m in target.kernels.modules], "workers": workers}
 
 
 def list_modules(target: Target, runner: Runner, progress: Progress = _quiet) -> Events:
     """Resolve the kernel set where it will run: each module's name and library path as FlashInfer sees them."""
     events = Events(progress)
-    job = {"modules": [m.to_json() for m in target.modules], "workers": 1}
-    code = runner.run("list", job, None, worker_env(target, 1), events.line)
+    code = runner.run("list", _job(target, 1), None, worker_env(target, 1), events.line)
     _raise_for(code, events, "list the kernel set")
     return events
 
@@ -109,12 +113,11 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
     """Compile every missing module into ``cache``, then write its signed manifest."""
     started = time.monotonic()
     cache.mkdir(parents=True, exist_ok=True)
-    workers, per_module = split_jobs(budget, len(target.modules))
+    workers, per_module = split_jobs(budget, len(target.kernels.modules))
     events = Events(progress)
-    job = {"modules": [m.to_json() for m in target.modules], "workers": workers}
     # The worker holds the cache's lock while it compiles (a container outlives a killed
     # sparkimg); the manifest is replaced only after every module is built.
-    code = runner.run("build", job, cache, worker_env(target, per_module), events.line)
+    code = runner.run("build", _job(target, workers), cache, worker_env(target, per_module), events.line)
     _raise_for(code, events, "prewarm")
     records = [{**_journal(cache, module["name"]), "aot": module.get("aot", False)} for module in events.modules]
     data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],

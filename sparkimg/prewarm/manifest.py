@@ -24,8 +24,6 @@ from ..store import write_atomic
 
 NAME = "sparkimg-prewarm.json"
 PREDICATE_TYPE = "https://sparkimg.dev/prewarm/v1"
-# Under the cache folder but never loaded by FlashInfer: the manifest and the worker's journal.
-OWN_ENTRIES = (NAME, ".sparkimg-prewarm")
 
 
 HINT = "prewarm the cache (again) with `sparkimg prewarm ... --cache DIR --key KEY` to write its manifest"

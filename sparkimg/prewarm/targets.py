@@ -8,7 +8,7 @@ node that pulled an image by digest can prewarm it without the spec.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +26,11 @@ LABEL = "dev.sparkimg.prewarm"
 class Target:
     """What a cache is for: the kernel set, its architectures, and the image (None on a host)."""
 
-    modules: tuple[KernelModule, ...]
+    kernels: KernelSet
     archs: tuple[Arch, ...]
-    bounds: Bounds
     image_ref: str | None = None
     image_id: str | None = None
     toolchain: dict[str, str | None] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def arch_list(self) -> str:
@@ -51,9 +49,8 @@ def kernel_label(spec: Spec) -> str | None:
     return json.dumps({
         "cuda_architectures": [a.text for a in spec.cuda_architectures],
         "modules": [m.to_json() for m in kernels.modules],
-        "bounds": {"memory": kernels.bounds.memory, "job_memory": kernels.bounds.job_memory,
-                   "pids": kernels.bounds.pids, "cpus": kernels.bounds.cpus, "cpuset": kernels.bounds.cpuset},
-        "toolchain": {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path},
+        "bounds": asdict(kernels.bounds),
+        "toolchain": asdict(spec.toolchain),
         "env": dict(kernels.env),
     }, sort_keys=True, separators=(",", ":"))
 
@@ -62,8 +59,7 @@ def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | 
     if spec.prewarm is None:
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
                          hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
-    return Target(spec.prewarm.modules, spec.cuda_architectures, spec.prewarm.bounds, image_ref, image_id,
-                  {"cuda": spec.toolchain.cuda, "path": spec.toolchain.path}, dict(spec.prewarm.env))
+    return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, asdict(spec.toolchain))
 
 
 def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:
@@ -74,12 +70,11 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
     try:
         data = json.loads(text)
         kernels = KernelSet(tuple(KernelModule(m["generator"], tuple(m["args"]), dict(m["kwargs"]))
-                                  for m in data["modules"]), Bounds(**data["bounds"]))
+                                  for m in data["modules"]), Bounds(**data["bounds"]), dict(data.get("env") or {}))
         archs = tuple(Arch(a) for a in data["cuda_architectures"])
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{image_ref}: label {LABEL} is not a kernel set ({exc})") from None
-    return Target(kernels.modules, archs, kernels.bounds, image_ref, image_id, dict(data.get("toolchain") or {}),
-                  dict(data.get("env") or {}))
+    return Target(kernels, archs, image_ref, image_id, dict(data.get("toolchain") or {}))
 
 
 def for_built_spec(spec: Spec, store: Store, engine: Engine) -> Target:
