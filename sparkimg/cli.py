@@ -561,7 +561,7 @@ def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
     import sys
 
     from .errors import UsageError
-    from .prewarm.runner import CONTAINER_BASE, HostRunner
+    from .prewarm.runner import HostRunner, compile_path
     from .prewarm.verify import Expect, verify
     from .receipts.keys import load_public
     from .spec import Arch
@@ -571,7 +571,7 @@ def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
     host = args.runner == "host"
     # In an image, the image ID stands for its FlashInfer; a host Python is asked.
     flashinfer = HostRunner(args.python or sys.executable).flashinfer_version() if host and not args.quick else None
-    base = str(args.cache.resolve()) if host else CONTAINER_BASE
+    base = compile_path(args.runner, args.cache)
     archs = tuple(Arch(a) for a in args.arch) if args.arch else target.archs
     expect = Expect(archs, target.image_id, flashinfer, base)
     report = verify(args.cache, load_public(args.key), expect, quick=args.quick)

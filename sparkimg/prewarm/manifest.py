@@ -19,7 +19,7 @@ from ..engine import Mount
 from ..receipts import dsse
 from ..receipts.dsse import EnvelopeError
 from ..receipts.keys import PrivateKey
-from ..receipts.statement import STATEMENT_TYPE, rfc3339
+from ..receipts.statement import STATEMENT_TYPE, parse_payload, rfc3339
 from ..store import write_atomic
 
 NAME = "sparkimg-prewarm.json"
@@ -96,10 +96,7 @@ def _same(path: Path, data: dict[str, Any], key: PrivateKey | None) -> bool:
 
 def load(payload: bytes, where: str) -> dict[str, Any]:
     """A manifest statement from an envelope payload; every shape problem names ``where``."""
-    try:
-        data = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        raise EnvelopeError(f"{where}: the payload is not JSON") from None
+    data = parse_payload(payload, where)
     problems = []
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:
         problems.append(f"_type is not {STATEMENT_TYPE!r}")

@@ -33,6 +33,11 @@ CONTAINER_BASE = "/var/cache/sparkimg/flashinfer"
 LineFn = Callable[[str], None]
 
 
+def compile_path(runner: str, cache: Path) -> str:
+    """FLASHINFER_WORKSPACE_BASE while compiling: the path a cache must be served at."""
+    return CONTAINER_BASE if runner == "image" else str(cache.resolve())
+
+
 class Runner(Protocol):
     @property
     def name(self) -> str: ...
@@ -80,8 +85,8 @@ class HostRunner:
         folder = _job_folder(job)
         scratch = Path(tempfile.mkdtemp(prefix="sparkimg-list-")) if cache is None else None
         try:
-            base = scratch or (cache or Path()).resolve()  # the cache where it is: bare metal serves from there
-            merged = {**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(base)}
+            base = str(scratch) if cache is None else compile_path(self.name, cache)
+            merged = {**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": base}
             if self.cuda_home and "CUDA_HOME" not in os.environ:
                 merged.update({"CUDA_HOME": self.cuda_home, "PATH": f"{self.cuda_home}/bin:{merged.get('PATH', '')}"})
             proc = subprocess.Popen([self.python, str(folder / "worker.py"), action, str(folder / "job.json")],
@@ -112,9 +117,9 @@ class ImageRunner:
         folder = _job_folder(job)
         try:
             mounts = [Mount(folder, "/sparkimg")]
-            base = "/tmp/sparkimg-list" if cache is None else CONTAINER_BASE
+            base = "/tmp/sparkimg-list" if cache is None else compile_path(self.name, cache)
             if cache is not None:
-                mounts.append(Mount(cache.resolve(), CONTAINER_BASE, writable=True))
+                mounts.append(Mount(cache.resolve(), base, writable=True))
             full_env = {**env, "FLASHINFER_WORKSPACE_BASE": base}
             if self.toolchain is not None:
                 # CUDA_HOME only: FlashInfer runs $CUDA_HOME/bin/nvcc, and PATH stays the image's

@@ -48,17 +48,20 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
         raise UsageError(f"{result.image_ref}: the image is not in the engine; nothing to write a receipt for")
     image_key = result.plan.image.key
     data = store.read_record(RECORDS, image_key)
-    if data is None or data["subject"][0]["digest"]["sha256"] != result.image_id.split(":", 1)[1]:
+    changed = data is None or data["subject"][0]["digest"]["sha256"] != result.image_id.split(":", 1)[1]
+    if changed:
         data = statement(
             result.plan.spec, result.plan.lock, image_ref=result.image_ref, image_id=result.image_id,
             image_key=image_key, records=result.records,
             layer_keys={layer.name: layer.key for layer in result.plan.layers},
             blobs=result.blobs, engine=result.engine, started=result.started, finished=result.finished,
             record_host=record_host)
-        store.write_record(RECORDS, image_key, data)
+    assert data is not None
     if prewarm is not None:
         byproducts = data["predicate"]["runDetails"]["byproducts"]
         byproducts[:] = [*(b for b in byproducts if b["name"] != "prewarm"), prewarm]
+        changed = True
+    if changed:
         store.write_record(RECORDS, image_key, data)
     envelope = dsse.Envelope(payload_of(data))
     target = path or default_path(result)

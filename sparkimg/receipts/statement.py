@@ -189,15 +189,22 @@ def schema_problems(data: Any) -> list[str]:
     return problems
 
 
+def parse_payload(payload: bytes, where: str) -> Any:
+    """An envelope's payload as JSON; bad input names ``where``."""
+    from .dsse import EnvelopeError
+
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        raise EnvelopeError(f"{where}: the payload is not JSON") from None
+
+
 def load(payload: bytes, where: str) -> dict[str, Any]:
     """A receipt statement from an envelope's payload; bad input names ``where``. Call it
     only after the signature is checked (or when the caller says it was not)."""
     from .dsse import EnvelopeError
 
-    try:
-        data = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        raise EnvelopeError(f"{where}: the payload is not JSON") from None
+    data = parse_payload(payload, where)
     if problems := schema_problems(data):
         raise EnvelopeError(f"{where}: not a sparkimg receipt: {'; '.join(problems)}")
     result: dict[str, Any] = data
