@@ -60,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.python:
         sys.exit("no FlashInfer environment: eval \"$(bash scripts/flashinfer-env)\" first, or pass --python")
-    from sparkimg.prewarm import target_of_spec
+    from sparkimg.prewarm.targets import target_of_spec
     from sparkimg.spec import load_spec
 
     target = target_of_spec(load_spec(SPEC))

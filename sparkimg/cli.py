@@ -270,7 +270,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _signing_key(args: argparse.Namespace) -> Any:
     import os
 
-    from .receipts.keys import KEY_ENV, load_private
+    from .signing.keys import KEY_ENV, load_private
 
     path = args.key or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
     return load_private(path) if path else None
@@ -278,10 +278,10 @@ def _signing_key(args: argparse.Namespace) -> Any:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from . import lock as lock_mod
-    from . import receipts
-    from .build import build
     from .build.bounds import Overrides
+    from .build.image import build
     from .engine import Engine
+    from .receipts.emit import emit as emit_receipt
 
     spec = _load(args)
     lock = lock_mod.load(spec)
@@ -293,14 +293,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     warmed = None
     if args.prewarm is not None:
         from .build.bounds import derive
-        from .prewarm import prewarm, receipt_entry, target_of_spec
         from .prewarm.runner import runner_for
+        from .prewarm.targets import target_of_spec
+        from .prewarm.warm import prewarm, receipt_entry
 
         target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
         budget = derive(target.kernels.bounds, overrides, layer="prewarm")
         runner = runner_for("image", target, engine=engine, budget=budget)
         warmed = prewarm(target, runner, args.prewarm, budget, key, _progress(args, len(target.kernels.modules)))
-    emitted = receipts.emit(result, store, key, path=args.receipt, record_host=args.record_host,
+    emitted = emit_receipt(result, store, key, path=args.receipt, record_host=args.record_host,
                             prewarm=receipt_entry(warmed) if warmed else None)
     result.receipt = str(emitted.path)
     if emitted.signed:
@@ -343,7 +344,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from .receipts.keys import generate
+    from .signing.keys import generate
 
     key = generate(args.out, force=args.force)
     files = {"private": f"{args.out}.key", "public": f"{args.out}.pub"}
@@ -381,8 +382,8 @@ def _short(value: Any) -> str:
 
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
-    from .receipts.keys import load_public
     from .receipts.verify import Request, local_image_of, verify
+    from .signing.keys import load_public
 
     request = Request(args.receipt, load_public(args.key), args.recipe, args.image, args.patches, args.rehash)
     report = verify(request, store=_store(args), local_image=local_image_of)
@@ -406,9 +407,9 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
 
 
 def cmd_show_receipt(args: argparse.Namespace) -> int:
-    from .receipts import dsse
-    from .receipts.keys import load_public
-    from .receipts.statement import facts, load
+    from .formats.statement import facts, load
+    from .signing import dsse
+    from .signing.keys import load_public
 
     envelope = dsse.read(args.receipt)
     signature = "not checked (pass --key)"
@@ -450,8 +451,8 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
 def cmd_run_args(args: argparse.Namespace) -> int:
     import shlex
 
-    from .receipts.keys import load_public
     from .receipts.runargs import run_args
+    from .signing.keys import load_public
 
     result = run_args(args.receipt, args.root, load_public(args.key) if args.key else None, args.cache)
     _emit(args, result.to_json())
@@ -507,8 +508,8 @@ def _progress(args: argparse.Namespace, total: int) -> Callable[[str, str, dict[
 def cmd_prewarm(args: argparse.Namespace) -> int:
     from .build.bounds import Overrides, derive
     from .errors import UsageError
-    from .prewarm import list_modules, prewarm
     from .prewarm.runner import runner_for
+    from .prewarm.warm import list_modules, prewarm
 
     if args.quick and not args.verify:
         raise UsageError("--quick goes with --verify", hint="sparkimg prewarm ... --verify --quick --key PUB")
@@ -563,7 +564,7 @@ def _prewarm_verify(args: argparse.Namespace, target: Any) -> int:
     from .errors import UsageError
     from .prewarm.runner import HostRunner, compile_path
     from .prewarm.verify import Expect, verify
-    from .receipts.keys import load_public
+    from .signing.keys import load_public
     from .spec import Arch
 
     if args.key is None:

@@ -38,6 +38,11 @@ class SpecError(UsageError):
         super().__init__(f"{path}: {count} {noun}:\n{lines}")
 
 
+class EnvelopeError(UsageError):
+    """A signed file is not a DSSE envelope, or not the statement it should hold (exit 2: bad
+    input, not a mismatch)."""
+
+
 class LockError(UsageError):
     """The lock file is missing, stale or disagrees with the spec; the build fails closed."""
 

@@ -7,11 +7,10 @@ layers are already built and which inputs changed since the last build of the sp
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .formats.canonical import digest_of
 from .lock import Lock
 from .spec import CompileLayer, Spec, substitute
 from .store import Store
@@ -22,11 +21,6 @@ if TYPE_CHECKING:
 KEY_VERSION = "sparkimg-key/1"
 ASSEMBLY_VERSION = "sparkimg-assembly/1"
 KEY_LABEL = "dev.sparkimg.key"
-
-
-def digest_of(value: Any) -> str:
-    """sha256 of the canonical JSON of ``value``."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

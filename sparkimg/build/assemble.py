@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import Engine, LogFn
+from ..formats import kernels as kernel_label
 from ..plan import ASSEMBLY_VERSION, KEY_LABEL, Plan
 from ..store import Store
 
@@ -37,10 +38,8 @@ def labels(plan: Plan) -> dict[str, str]:
     })
     for layer in plan.layers[:-1]:
         out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
-    from ..prewarm import LABEL, kernel_label  # prewarm imports build: resolved at call time
-
-    if (kernels := kernel_label(spec)) is not None:
-        out[LABEL] = kernels
+    if (kernels := kernel_label.of_spec(spec)) is not None:
+        out[kernel_label.LABEL] = kernels.to_label()
     return out
 
 

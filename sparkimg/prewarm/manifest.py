@@ -9,17 +9,17 @@ docs/prewarm.md is the reference for every field.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..engine import Mount
-from ..receipts import dsse
-from ..receipts.dsse import EnvelopeError
-from ..receipts.keys import PrivateKey
-from ..receipts.statement import STATEMENT_TYPE, parse_payload, rfc3339
+from ..errors import EnvelopeError
+from ..formats.canonical import canonical
+from ..formats.intoto import STATEMENT_TYPE, parse_payload, rfc3339
+from ..signing import dsse
+from ..signing.keys import PrivateKey
 from ..store import write_atomic
 
 NAME = "sparkimg-prewarm.json"
@@ -73,7 +73,7 @@ def write(cache: Path, data: dict[str, Any], key: PrivateKey | None) -> tuple[Pa
     target = path_of(cache)
     if _same(target, data, key):
         return target, False
-    envelope = dsse.Envelope(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
+    envelope = dsse.Envelope(canonical(data))
     if key is not None:
         envelope = envelope.signed(key)
     write_atomic(target, envelope.dumps())

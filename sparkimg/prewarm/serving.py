@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SparkimgError
-from ..receipts.keys import PublicKey
+from ..signing.keys import PublicKey
 from . import manifest
 from .verify import Expect, verify
 

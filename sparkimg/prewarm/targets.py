@@ -7,20 +7,17 @@ node that pulled an image by digest can prewarm it without the spec.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
+from ..formats.kernels import LABEL, KernelLabel
+from ..spec import Arch, KernelSet, Spec
 
 if TYPE_CHECKING:
     from ..engine import Engine
     from ..store import Store
-
-LABEL = "dev.sparkimg.prewarm"
-
 
 @dataclass(frozen=True)
 class Target:
@@ -41,20 +38,6 @@ class Target:
         return None if self.image_id is None else {"id": self.image_id, "reference": self.image_ref}
 
 
-def kernel_label(spec: Spec) -> str | None:
-    """The kernel set as an image label, so ``prewarm --image REF`` needs no spec."""
-    if spec.prewarm is None:
-        return None
-    kernels = spec.prewarm
-    return json.dumps({
-        "cuda_architectures": [a.text for a in spec.cuda_architectures],
-        "modules": [m.to_json() for m in kernels.modules],
-        "bounds": asdict(kernels.bounds),
-        "toolchain": asdict(spec.toolchain),
-        "env": dict(kernels.env),
-    }, sort_keys=True, separators=(",", ":"))
-
-
 def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | None = None) -> Target:
     if spec.prewarm is None:
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
@@ -67,14 +50,8 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
     if not text:
         raise UsageError(f"{image_ref}: the image carries no {LABEL} label (built without a prewarm kernel set, "
                          "or not by sparkimg)", hint="pass --spec SPEC to name the kernel set")
-    try:
-        data = json.loads(text)
-        kernels = KernelSet(tuple(KernelModule(m["generator"], tuple(m["args"]), dict(m["kwargs"]))
-                                  for m in data["modules"]), Bounds(**data["bounds"]), dict(data.get("env") or {}))
-        archs = tuple(Arch(a) for a in data["cuda_architectures"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{image_ref}: label {LABEL} is not a kernel set ({exc})") from None
-    return Target(kernels, archs, image_ref, image_id, dict(data.get("toolchain") or {}))
+    label = KernelLabel.from_label(text, image_ref)
+    return Target(label.kernels, label.archs, image_ref, image_id, label.toolchain)
 
 
 def for_built_spec(spec: Spec, store: Store, engine: Engine) -> Target:
@@ -102,8 +79,8 @@ def for_image(reference: str, engine: Engine) -> Target:
 
 def for_receipt(receipt: Path, engine: Engine) -> Target:
     """The image a receipt names (by image ID), with the kernel set in its label."""
-    from ..receipts import dsse
-    from ..receipts.statement import load
+    from ..formats.statement import load
+    from ..signing import dsse
 
     subject = load(dsse.read(receipt).payload, str(receipt))["subject"][0]
     image_id = "sha256:" + subject["digest"]["sha256"]

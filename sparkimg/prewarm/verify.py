@@ -17,7 +17,7 @@ from typing import Any
 
 from .._hashing import hash_many
 from ..build import audit
-from ..receipts.keys import PublicKey
+from ..signing.keys import PublicKey
 from ..spec import Arch
 from . import manifest
 

@@ -21,11 +21,12 @@ import yaml
 from .. import lock as lock_mod
 from .. import patches as patches_mod
 from ..errors import UsageError
+from ..formats.statement import dependency_facts, facts
+from ..formats.statement import load as load_statement
+from ..signing import dsse
+from ..signing.keys import PublicKey
 from ..spec import dotted_arch, load_spec
-from . import dsse
-from .keys import PublicKey
-from .statement import dependencies, dependency_facts, facts
-from .statement import load as load_statement
+from .statement import dependencies
 
 SCHEMA = "sparkimg-recipe/v1"
 SPARKRING = "sparkring-recipe/v1"

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._hashing import hash_many
 from ..errors import SparkimgError
-from . import dsse
-from .keys import PublicKey
-from .statement import load
+from ..formats.statement import load
+from ..signing import dsse
+from ..signing.keys import PublicKey
 
 if TYPE_CHECKING:
     from ..prewarm.serving import CacheArgs

@@ -21,13 +21,13 @@ from .. import patches as patches_mod
 from .._hashing import hash_many
 from .._registry import RegistryClient
 from ..errors import EngineError, ResolveError, UsageError
+from ..formats.statement import facts, schema_problems
 from ..plan import KEY_LABEL
+from ..signing import dsse
+from ..signing.keys import PublicKey
 from ..spec import split_reference
 from ..store import Store
-from . import dsse
 from . import recipe as recipe_mod
-from .keys import PublicKey
-from .statement import facts, schema_problems
 
 # Image labels that must agree with the receipt: label -> receipt field.
 LABELS = {

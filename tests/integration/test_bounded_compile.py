@@ -10,8 +10,8 @@ import pytest
 import requests
 
 from sparkimg import lock as lock_mod
-from sparkimg.build import build
 from sparkimg.build.bounds import Overrides
+from sparkimg.build.image import build
 from sparkimg.engine import Engine
 from sparkimg.spec import load_spec
 from sparkimg.store import Store

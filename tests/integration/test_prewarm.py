@@ -29,7 +29,7 @@ IMAGE_B = "sha256:" + "b" * 64
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from sparkimg.receipts.keys import generate
+    from sparkimg.signing.keys import generate
 
     prefix = tmp_path_factory.mktemp("keys") / "prewarm"
     generate(prefix)
@@ -80,8 +80,8 @@ def library(cache: Path, name: str) -> Path:
 
 def test_manifest_records_the_cache(warmed: Path, keys: tuple[Path, Path]) -> None:
     from sparkimg.prewarm import manifest
-    from sparkimg.receipts import dsse
-    from sparkimg.receipts.keys import load_public
+    from sparkimg.signing import dsse
+    from sparkimg.signing.keys import load_public
 
     envelope = dsse.read(warmed / "sparkimg-prewarm.json")
     assert envelope.check_signature(load_public(keys[1])) is None
@@ -168,7 +168,7 @@ def test_each_damage_fails_with_its_reason(
 
 def test_signature_and_path_are_checked(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, python: str, warmed: Path, keys: tuple[Path, Path]) -> None:
-    from sparkimg.receipts.keys import generate
+    from sparkimg.signing.keys import generate
 
     store = tmp_path / "store"
     other = generate(tmp_path / "other")
@@ -234,7 +234,7 @@ def test_flashinfer_loads_the_cache_read_only_without_compiling(python: str, war
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a private read-only bind mount")
     from sparkimg.prewarm import manifest
-    from sparkimg.receipts import dsse
+    from sparkimg.signing import dsse
 
     before = {p: p.stat().st_mtime_ns for p in warmed.rglob("*") if p.is_file()}
     workspace = next(warmed.glob(".cache/flashinfer/*/121a"))

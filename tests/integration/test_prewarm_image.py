@@ -52,7 +52,7 @@ def flashinfer_base() -> str:
 @pytest.fixture(scope="module")
 def warmed(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> Iterator[Warmed]:
     from sparkimg.cli import main
-    from sparkimg.receipts.keys import generate
+    from sparkimg.signing.keys import generate
 
     base = flashinfer_base()
     root = tmp_path_factory.mktemp("fi-image")
@@ -82,7 +82,7 @@ def warmed(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: 
 
 def test_prewarm_runs_in_the_image_and_records_it(warmed: Warmed, engine: Engine) -> None:
     from sparkimg.prewarm import manifest
-    from sparkimg.receipts import dsse
+    from sparkimg.signing import dsse
 
     assert [(m["name"], m["status"]) for m in warmed.result["modules"]] == [
         ("silu_and_mul", "compiled"), ("gelu_tanh_and_mul", "compiled")]

@@ -21,8 +21,9 @@ from securesystemslib.signer import SSlibKey
 
 from sparkimg.cli import main
 from sparkimg.engine import Engine
-from sparkimg.receipts import dsse, payload_of
-from sparkimg.receipts.keys import load_private, load_public
+from sparkimg.formats.canonical import canonical
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import load_private, load_public
 
 from .helpers import cli, copy_demo
 
@@ -109,7 +110,7 @@ def test_the_receipt_is_a_standard_statement_with_nothing_host_specific(built: B
     assert any(121 in report["sm"] for report in layer["annotations"]["audit"])
     assert f'"{socket.gethostname()}"' not in json.dumps(statement)  # no host name unless --record-host
     assert "host" not in definition["internalParameters"]
-    assert base64.b64decode(built.envelope()["payload"]) == payload_of(statement)
+    assert base64.b64decode(built.envelope()["payload"]) == canonical(statement)
 
 
 def test_securesystemslib_verifies_the_real_receipt(built: Built) -> None:
@@ -129,7 +130,7 @@ def _edit_statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[st
     def change(envelope: dict[str, Any]) -> dict[str, Any]:
         statement = json.loads(base64.b64decode(envelope["payload"]))
         edit(statement)
-        return {**envelope, "payload": base64.b64encode(payload_of(statement)).decode()}
+        return {**envelope, "payload": base64.b64encode(canonical(statement)).decode()}
     return change
 
 
@@ -174,7 +175,7 @@ def _resigned(built: Built, tmp_path: Path, edit: Callable[[dict[str, Any]], Non
     statement = built.statement()
     edit(statement)
     path = tmp_path / "resigned.json"
-    path.write_bytes(dsse.Envelope(payload_of(statement)).signed(load_private(built.key)).dumps())
+    path.write_bytes(dsse.Envelope(canonical(statement)).signed(load_private(built.key)).dumps())
     return path
 
 

@@ -11,8 +11,9 @@ import pytest
 from securesystemslib.dsse import Envelope as SslEnvelope
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from sparkimg.receipts import dsse
-from sparkimg.receipts.keys import PrivateKey, generate, load_public
+from sparkimg.errors import EnvelopeError
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PrivateKey, generate, load_public
 
 
 @pytest.fixture
@@ -87,6 +88,6 @@ def test_another_key_is_not_trusted(key: PrivateKey, tmp_path: Path) -> None:
      "signatures[0]"),
 ])
 def test_malformed_envelopes_are_bad_input(raw: bytes, message: str) -> None:
-    with pytest.raises(dsse.EnvelopeError) as caught:
+    with pytest.raises(EnvelopeError) as caught:
         dsse.parse(raw, "receipt.json")
     assert caught.value.exit_code == 2 and message in caught.value.message and "receipt.json" in caught.value.message

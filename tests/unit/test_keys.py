@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from sparkimg.receipts.keys import KeyFileError, generate, load_private, load_public
+from sparkimg.signing.keys import KeyFileError, generate, load_private, load_public
 
 
 def test_keygen_writes_a_private_key_only_the_owner_reads(tmp_path: Path) -> None:

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 from sparkimg.build.bounds import Overrides, derive
-from sparkimg.errors import SpecError, UsageError
-from sparkimg.prewarm import Events, kernel_label, manifest, split_jobs, target_of_label, target_of_spec
+from sparkimg.errors import EnvelopeError, SpecError, UsageError
+from sparkimg.formats import kernels
+from sparkimg.prewarm import manifest
 from sparkimg.prewarm.serving import CacheMismatchError, cache_args
+from sparkimg.prewarm.targets import target_of_label, target_of_spec
 from sparkimg.prewarm.verify import Expect, verify
+from sparkimg.prewarm.warm import Events, split_jobs
 from sparkimg.prewarm.worker import EVENT
-from sparkimg.receipts.dsse import EnvelopeError
-from sparkimg.receipts.keys import PrivateKey, generate
+from sparkimg.signing.keys import PrivateKey, generate
 from sparkimg.spec import GENERATORS, KernelModule, load_spec
 from tests.unit.test_audit import entry, fatbin
 from tests.unit.test_spec_errors import GOOD
@@ -98,7 +100,9 @@ def test_jobs_go_to_modules_first() -> None:
 
 def test_the_image_label_round_trips(tmp_path: Path) -> None:
     spec = spec_with(tmp_path, PREWARM)
-    label = kernel_label(spec)
+    found = kernels.of_spec(spec)
+    assert found is not None
+    label = found.to_label()
     assert label is not None
     target = target_of_label(label, image_ref="x:1", image_id="sha256:" + "1" * 64)
     assert target == target_of_spec(spec, image_ref="x:1", image_id="sha256:" + "1" * 64)
@@ -183,7 +187,7 @@ def test_an_unchanged_manifest_is_kept(tmp_path: Path, key: PrivateKey) -> None:
 
 
 def json_payload(cache: Path) -> bytes:
-    from sparkimg.receipts import dsse
+    from sparkimg.signing import dsse
 
     return dsse.read(manifest.path_of(cache)).payload
 

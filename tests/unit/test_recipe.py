@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sparkimg.receipts import recipe
-from sparkimg.receipts.keys import PrivateKey, generate
 from sparkimg.receipts.verify import _recipe
+from sparkimg.signing.keys import PrivateKey, generate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sparkring"
 COMMIT = "e47aa780" + "0" * 32

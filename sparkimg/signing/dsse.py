@@ -14,14 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import EnvelopeError
 from .keys import PrivateKey, PublicKey
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
-
-class EnvelopeError(UsageError):
-    """The file is not a DSSE envelope sparkimg can check (exit 2: bad input, not a mismatch)."""
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:

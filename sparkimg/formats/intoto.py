@@ -1,0 +1,25 @@
+"""What every in-toto Statement v1 sparkimg writes has in common (receipts and prewarm
+manifests): the statement type, the time format, and parsing a DSSE payload as JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import EnvelopeError
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_payload(payload: bytes, where: str) -> Any:
+    """An envelope's payload as JSON; bad input names ``where``."""
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        raise EnvelopeError(f"{where}: the payload is not JSON") from None

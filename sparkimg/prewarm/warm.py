@@ -1,0 +1,152 @@
+"""``sparkimg prewarm``: compile the FlashInfer JIT modules an image needs before it serves.
+
+A ``Target`` says what to warm (the kernel set, the architectures, the image); a runner
+says where the worker runs (``runner.py``). ``prewarm`` compiles what is missing, in
+parallel within the job budget, and writes the signed manifest (``manifest.py``) only
+when every module is built; ``verify.py`` checks a cache against it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..build.bounds import Budget
+from ..errors import BuildError
+from ..signing.keys import PrivateKey
+from . import manifest
+from .runner import Runner
+from .targets import Target
+from .worker import EVENT, JOURNAL
+
+Progress = Callable[[str, str, dict[str, Any]], None]  # (event, module name, fields)
+
+
+def _quiet(event: str, name: str, fields: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class Events:
+    """The worker's events, collected; other output lines are kept as the log tail."""
+
+    progress: Progress = _quiet
+    env: dict[str, Any] = field(default_factory=dict)
+    modules: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+
+    def line(self, text: str) -> None:
+        if not text.startswith(EVENT):
+            self.tail = [*self.tail[-40:], text]
+            self.progress("log", "", {"line": text})
+            return
+        try:
+            event = json.loads(text[len(EVENT):])
+        except ValueError:
+            return
+        kind, name = event.pop("event"), event.get("name", "")
+        if kind == "env":
+            self.env = event
+        elif kind == "module":
+            self.modules.append(event)
+        elif kind in ("cached", "compiled", "failed", "start"):
+            self.status[name] = kind
+            if kind == "failed":
+                self.errors.append(f"{name}: {event.get('error')}")
+        elif kind == "error":
+            self.errors.append(event["message"])
+        self.progress(kind, name, event)
+
+
+@dataclass(frozen=True)
+class Result:
+    manifest: Path
+    modules: list[dict[str, Any]]
+    env: dict[str, Any]
+    seconds: float
+    workers: int
+    jobs_per_module: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifest": str(self.manifest), "modules": self.modules, "flashinfer": self.env.get("flashinfer"),
+                "seconds": round(self.seconds, 3), "workers": self.workers, "jobs_per_module": self.jobs_per_module}
+
+
+def split_jobs(budget: Budget, modules: int) -> tuple[int, int]:
+    """(modules compiled at once, ninja jobs each): the job budget spread over modules first,
+    since one module's few sources leave most of its own ninja jobs idle."""
+    workers = max(1, min(budget.jobs, modules))
+    return workers, max(1, math.floor(budget.jobs / workers))
+
+
+def worker_env(target: Target, jobs_per_module: int) -> dict[str, str]:
+    """The spec's own prewarm env (FlashInfer flags, LIBRARY_PATH), then what sparkimg sets."""
+    return {**target.kernels.env, "FLASHINFER_CUDA_ARCH_LIST": target.arch_list, "MAX_JOBS": str(jobs_per_module),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def _job(target: Target, workers: int) -> dict[str, Any]:
+    """The worker's job file: the modules to resolve, and how many to compile at once."""
+    return {"modules": [m.to_json() for m in target.kernels.modules], "workers": workers}
+
+
+def list_modules(target: Target, runner: Runner, progress: Progress = _quiet) -> Events:
+    """Resolve the kernel set where it will run: each module's name and library path as FlashInfer sees them."""
+    events = Events(progress)
+    code = runner.run("list", _job(target, 1), None, worker_env(target, 1), events.line)
+    _raise_for(code, events, "list the kernel set")
+    return events
+
+
+def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: PrivateKey | None,
+            progress: Progress = _quiet) -> Result:
+    """Compile every missing module into ``cache``, then write its signed manifest."""
+    started = time.monotonic()
+    cache.mkdir(parents=True, exist_ok=True)
+    workers, per_module = split_jobs(budget, len(target.kernels.modules))
+    events = Events(progress)
+    # The worker holds the cache's lock while it compiles (a container outlives a killed
+    # sparkimg); the manifest is replaced only after every module is built.
+    code = runner.run("build", _job(target, workers), cache, worker_env(target, per_module), events.line)
+    _raise_for(code, events, "prewarm")
+    records = [{**_journal(cache, module["name"]), "aot": module.get("aot", False)} for module in events.modules]
+    data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
+                              image=target.image(), runner=runner.name, toolchain=runner.toolchain)
+    path, _ = manifest.write(cache, data, key)
+    modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
+    return Result(path, modules, events.env, time.monotonic() - started, workers, per_module)
+
+
+def receipt_entry(result: Result) -> dict[str, Any]:
+    """The receipt byproduct that records a prewarm run as part of a build."""
+    from .._hashing import digest_file
+
+    return {"name": "prewarm", "uri": f"file:{result.manifest}",
+            "digest": {"sha256": digest_file(result.manifest)["sha256"]},
+            "mediaType": "application/vnd.dsse.envelope.v1+json",
+            "annotations": {"predicateType": manifest.PREDICATE_TYPE, "flashinfer": result.env.get("flashinfer"),
+                            "modules": [m["name"] for m in result.modules]}}
+
+
+def _journal(cache: Path, name: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((cache / JOURNAL / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        raise BuildError(f"prewarm: module {name} reported built, but its journal record is missing") from None
+    return data
+
+
+def _raise_for(code: int, events: Events, what: str) -> None:
+    if code == 0 and not events.errors:
+        return
+    detail = "\n".join(f"    {e}" for e in events.errors) or "\n".join(f"    {t}" for t in events.tail[-15:])
+    hint = ("run it in the serving environment (the image, or --runner host --python PY with flashinfer-python)"
+            if code == 3 else "see the compile output above; a rerun resumes with the modules already built")
+    raise BuildError(f"{what} failed (worker exit {code}):\n{detail}", hint=hint)
