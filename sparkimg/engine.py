@@ -59,6 +59,12 @@ class RunResult:
 
 
 @dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
 class BuildOutput:
     image_id: str
     builder: str
@@ -116,6 +122,17 @@ class Engine:
             return _run([self.client, "image", "inspect", "--format", "{{.Id}}", reference]).strip()
         except EngineError:
             return None
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """ID and labels of a local image in one call; None when it is absent."""
+        import json
+
+        try:
+            out = _run([self.client, "image", "inspect", "--format", "{{.Id}} {{json .Config.Labels}}", reference])
+        except EngineError:
+            return None
+        image_id, _, labels = out.strip().partition(" ")
+        return ImageInfo(image_id, dict(json.loads(labels or "null") or {}))
 
     def image_labels(self, reference: str) -> dict[str, str]:
         import json

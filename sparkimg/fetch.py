@@ -6,16 +6,18 @@ digest before it is admitted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 import requests
 
 from . import _git, _tree
 from .errors import EngineError, FetchError
+from .events import Event, Phase, Reporter, silent
+from .formats.lock import PathPin, PypiPin, SourcePin
 from .lock import Lock
 from .spec import Spec
 from .store import CHUNK, Store
@@ -23,11 +25,6 @@ from .store import CHUNK, Store
 if TYPE_CHECKING:
     from .engine import Engine
 
-Log = Callable[[str], None]
-
-
-def _silent(message: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -41,77 +38,74 @@ class Fetched:
 
 def base_tag(spec: Spec, lock: Lock) -> str:
     """A local tag for the pinned base (BuildKit cannot take a bare digest from the local store)."""
-    return f"sparkimg-base/{spec.name}:{lock.base['config_digest'].split(':', 1)[1][:20]}"
+    return f"sparkimg-base/{spec.name}:{lock.base.config_digest.split(':', 1)[1][:20]}"
 
 
-def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, log: Log = _silent) -> Fetched:
+def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report: Reporter = silent) -> Fetched:
     blobs: dict[str, str] = {}
     for name, entry in lock.sources.items():
-        blobs[name] = _fetch_source(spec, name, entry, store, log)
+        blobs[name] = _fetch_source(spec, name, entry, store, report)
     patch_blobs: dict[str, dict[str, str]] = {}
-    for name, entry in lock.patches.items():
-        folder = spec.root / entry["dir"]
+    for name, patch_set in lock.patches.items():
+        folder = spec.root / patch_set.dir
         patch_blobs[name] = {}
-        for item in entry["files"]:
-            if not store.has(item["sha256"]):
-                log(f"store patch {name}/{item['file']}")
-            patch_blobs[name][item["file"]] = store.put_file(
-                folder / item["file"], expected=item["sha256"], what=f"patches.{name}/{item['file']}"
+        for item in patch_set.files:
+            if not store.has(item.sha256):
+                report(Event(Phase.FETCH, f"store patch {name}/{item.file}"))
+            patch_blobs[name][item.file] = store.put_file(
+                folder / item.file, expected=item.sha256, what=f"patches.{name}/{item.file}"
             )
-    tag = fetch_base(spec, lock, engine, log=log) if engine is not None else None
+    tag = fetch_base(spec, lock, engine, report=report) if engine is not None else None
     return Fetched(blobs, patch_blobs, tag)
 
 
-def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, log: Log = _silent) -> str:
+def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, report: Reporter = silent) -> str:
     """Pull the base by manifest digest, check its image ID, and tag it locally."""
     base = lock.base
     tag = base_tag(spec, lock)
-    if engine.image_id(tag) == base["config_digest"]:
+    if engine.image_id(tag) == base.config_digest:
         return tag
-    pinned = f"{base['repository']}@{base['manifest_digest']}"
-    if engine.image_id(pinned) != base["config_digest"]:
-        log(f"pull {pinned}")
+    pinned = f"{base.repository}@{base.manifest_digest}"
+    if engine.image_id(pinned) != base.config_digest:
+        report(Event(Phase.FETCH, f"pull {pinned}"))
         try:
             engine.pull(pinned)
         except EngineError as exc:
             raise FetchError(f"base: cannot pull {pinned}: {exc.message}",
                              hint="check the registry is reachable and still serves this digest") from None
     found = engine.image_id(pinned)
-    if found != base["config_digest"]:
-        raise FetchError(f"base: {pinned} has image ID {found}, the lock pins {base['config_digest']}",
+    if found != base.config_digest:
+        raise FetchError(f"base: {pinned} has image ID {found}, the lock pins {base.config_digest}",
                          hint="the registry served other content for a pinned digest; do not build on it")
     engine.tag(pinned, tag)
     return tag
 
 
-def _fetch_source(spec: Spec, name: str, entry: dict[str, Any], store: Store, log: Log) -> str:
-    kind = entry["kind"]
-    if kind == "pypi":
-        if store.has(entry["sha256"]):
-            return str(entry["sha256"])
-        log(f"download {entry['filename']}")
-        return store.put_stream(_download(entry["url"]), expected=entry["sha256"], what=f"sources.{name}")
-    if kind == "path":
-        folder = spec.root / entry["path"]
+def _fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: Reporter) -> str:
+    if isinstance(entry, PypiPin):
+        if store.has(entry.sha256):
+            return entry.sha256
+        report(Event(Phase.FETCH, f"download {entry.filename}"))
+        return store.put_stream(_download(entry.url), expected=entry.sha256, what=f"sources.{name}")
+    if isinstance(entry, PathPin):
+        folder = spec.root / entry.path
         described = _tree.describe(folder)
-        if described["sha256"] != entry["sha256"]:
-            raise FetchError(f"sources.{name}: {entry['path']} changed since the lock",
+        if described["sha256"] != entry.sha256:
+            raise FetchError(f"sources.{name}: {entry.path} changed since the lock",
                              hint=f"run `sparkimg lock --update {name}`")
         return store.put_bytes(_tree.tar(folder), what=f"sources.{name}")
-    if kind == "git":
-        record = store.read_record("git", entry["commit"])
-        if record and store.has(record["archive"]):
-            return str(record["archive"])
-        log(f"archive {entry['url']} {entry['commit'][:12]}")
-        repo = _git.mirror(store, entry["url"])
-        pin = _git.resolve(repo, entry["url"], None, entry["commit"])
-        if pin.tree != entry["tree"]:
-            raise FetchError(f"sources.{name}: commit {entry['commit']} has tree {pin.tree}, "
-                             f"the lock pins {entry['tree']}")
-        digest = store.put_stream(_git.archive(repo, entry["commit"]), what=f"sources.{name}")
-        store.write_record("git", entry["commit"], {"archive": digest, "tree": pin.tree})
-        return digest
-    raise FetchError(f"sources.{name}: unknown kind {kind!r} in the lock", hint="re-create the lock")
+    record = store.read_record("git", entry.commit)
+    if record and store.has(record["archive"]):
+        return str(record["archive"])
+    report(Event(Phase.FETCH, f"archive {entry.url} {entry.commit[:12]}"))
+    repo = _git.mirror(store, entry.url)
+    pin = _git.resolve(repo, entry.url, None, entry.commit)
+    if pin.tree != entry.tree:
+        raise FetchError(f"sources.{name}: commit {entry.commit} has tree {pin.tree}, "
+                         f"the lock pins {entry.tree}")
+    digest = store.put_stream(_git.archive(repo, entry.commit), what=f"sources.{name}")
+    store.write_record("git", entry.commit, {"archive": digest, "tree": pin.tree})
+    return digest
 
 
 def _download(url: str) -> Iterator[bytes]:

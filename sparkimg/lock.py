@@ -7,12 +7,11 @@ back, and ``check`` fails closed when it is stale or disagrees with the spec or 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform as _platform
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,15 +21,22 @@ from . import __version__, _git, _pypi, _tree
 from . import patches as patches_mod
 from ._registry import RegistryClient
 from .errors import LockError, ResolveError
+from .events import Event, Phase, Reporter, silent
+from .formats.canonical import pretty, sha256_prefixed
+from .formats.lock import (
+    BasePin,
+    GitPin,
+    LockFile,
+    PatchFilePin,
+    PatchSetPin,
+    PathPin,
+    PypiPin,
+    SourcePin,
+    ToolchainPin,
+    TreeFile,
+)
 from .spec import GitSource, PatchSet, PathSource, PypiSource, Spec
 from .store import Store, sha256_file, write_atomic
-
-SCHEMA = "sparkimg-lock/v1"
-Log = Callable[[str], None]
-
-
-def _silent(message: str) -> None:
-    return None
 
 
 def lock_path(spec: Spec) -> Path:
@@ -40,35 +46,35 @@ def lock_path(spec: Spec) -> Path:
 
 @dataclass(frozen=True)
 class Lock:
-    """A loaded lock: the JSON data as written, and the sha256 of its bytes."""
+    """A loaded lock: the model, the sha256 of the bytes it was read from, and where."""
 
-    data: dict[str, Any]
+    model: LockFile
     digest: str
     path: Path
 
     @property
     def platform(self) -> str:
-        return str(self.data["platform"])
+        return self.model.platform
 
     @property
-    def base(self) -> dict[str, Any]:
-        return dict(self.data["base"])
+    def base(self) -> BasePin:
+        return self.model.base
 
     @property
-    def sources(self) -> dict[str, dict[str, Any]]:
-        return dict(self.data["sources"])
+    def sources(self) -> Mapping[str, SourcePin]:
+        return self.model.sources
 
     @property
-    def patches(self) -> dict[str, dict[str, Any]]:
-        return dict(self.data["patches"])
+    def patches(self) -> Mapping[str, PatchSetPin]:
+        return self.model.patches
 
     @property
-    def toolchain(self) -> dict[str, Any]:
-        return dict(self.data["toolchain"])
+    def toolchain(self) -> ToolchainPin:
+        return self.model.toolchain
 
     @property
     def source_date_epoch(self) -> int:
-        return int(self.data["source_date_epoch"])
+        return self.model.source_date_epoch
 
 
 def native_platform() -> str:
@@ -84,8 +90,8 @@ def resolve(
     previous: Lock | None = None,
     update: Iterable[str] = (),
     registry: RegistryClient | None = None,
-    log: Log = _silent,
-) -> dict[str, Any]:
+    report: Reporter = silent,
+) -> LockFile:
     """Resolve every input of ``spec``; keep ``previous`` pins unless named in ``update``."""
     update = set(update)
     known = {"base", "toolchain", "all", *spec.sources, *(p.name for p in spec.patches)}
@@ -94,75 +100,64 @@ def resolve(
         raise LockError(f"--update {', '.join(unknown)}: no such input in {spec.path.name}",
                         hint=f"name one of: {', '.join(sorted(known - {'all'}))}")
     everything = "all" in update
-    old = previous.data if previous else {}
+    old = previous.model if previous else None
     platform = spec.platform if spec.platform != "native" else native_platform()
 
-    def keep(entry: Any, name: str, entry_spec: dict[str, Any]) -> dict[str, Any] | None:
-        """The previous pin, if it was made for the same spec entry and not asked to update."""
-        if everything or name in update:
-            return None
-        if isinstance(entry, dict) and entry.get("spec") == entry_spec and old.get("platform") == platform:
-            return entry
-        return None
+    def keeps(name: str, pin: BasePin | SourcePin | None, entry_spec: dict[str, Any]) -> bool:
+        """The previous pin stands if it was made for the same spec entry and not asked to update."""
+        if everything or name in update or old is None or old.platform != platform:
+            return False
+        return pin is not None and not isinstance(pin, PathPin) and dict(pin.spec) == entry_spec
 
     base_spec = {"image": spec.base.reference, "digest": spec.base.digest}
-    base = keep(old.get("base"), "base", base_spec)
+    base = old.base if old is not None and keeps("base", old.base, base_spec) else None
     if base is None:
-        log(f"resolving base {spec.base.reference}")
+        report(Event(Phase.RESOLVE, f"resolving base {spec.base.reference}"))
         client = registry or RegistryClient()
         resolved = client.resolve(spec.base.repository, spec.base.digest or spec.base.tag or "", platform)
         if spec.base.digest and spec.base.digest not in (resolved.manifest_digest, resolved.index_digest):
             raise ResolveError(f"base {spec.base.reference}: registry returned {resolved.manifest_digest}, "
                                f"the spec pins {spec.base.digest}")
-        base = {
-            "spec": base_spec,
-            "repository": spec.base.repository,
-            "tag": spec.base.tag,
-            "index_digest": resolved.index_digest,
-            "manifest_digest": resolved.manifest_digest,
-            "config_digest": resolved.config_digest,
-            "media_type": resolved.media_type,
-            "platform": platform,
-        }
+        base = BasePin(base_spec, spec.base.repository, spec.base.tag, resolved.index_digest,
+                       resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform)
 
-    sources: dict[str, Any] = {}
+    sources: dict[str, SourcePin] = {}
     for name, source in spec.sources.items():
         if isinstance(source, PathSource):
             sources[name] = _path_entry(spec, source)
             continue
         entry_spec = _source_spec(source)
-        entry = keep(old.get("sources", {}).get(name), name, entry_spec)
-        if entry is None:
-            log(f"resolving source {name}")
-            entry = _resolve_source(source, store, platform)
-            entry["spec"] = entry_spec
-        sources[name] = entry
+        before = old.sources.get(name) if old is not None else None
+        if before is not None and keeps(name, before, entry_spec):
+            sources[name] = before
+            continue
+        report(Event(Phase.RESOLVE, f"resolving source {name}"))
+        sources[name] = _resolve_source(source, store, platform, entry_spec)
 
     patches = {p.name: _patch_entry(spec, p) for p in spec.patches}
-    toolchain = _toolchain(spec)
-    commit_times = [e["committed"] for e in sources.values() if e.get("kind") == "git"]
-    epoch = max(commit_times) if commit_times else int(old.get("source_date_epoch") or time.time())
-    return {
-        "schema": SCHEMA,
-        "generator": f"sparkimg {__version__}",
-        "spec": {"file": spec.path.name, "digest": spec.digest},
-        "created": old.get("created") if old.get("spec", {}).get("digest") == spec.digest
+    commit_times = [pin.committed for pin in sources.values() if isinstance(pin, GitPin)]
+    epoch = max(commit_times) if commit_times else (old.source_date_epoch if old else int(time.time()))
+    return LockFile(
+        generator=f"sparkimg {__version__}",
+        spec_file=spec.path.name,
+        spec_digest=spec.digest,
+        created=old.created if old is not None and old.spec_digest == spec.digest
         else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "platform": platform,
-        "cuda_architectures": [a.text for a in spec.cuda_architectures],
-        "source_date_epoch": epoch,
-        "base": base,
-        "sources": sources,
-        "patches": patches,
-        "toolchain": toolchain,
-    }
+        platform=platform,
+        cuda_architectures=tuple(a.text for a in spec.cuda_architectures),
+        source_date_epoch=epoch,
+        base=base,
+        sources=sources,
+        patches=patches,
+        toolchain=_toolchain(spec),
+    )
 
 
-def write(spec: Spec, data: dict[str, Any]) -> Lock:
+def write(spec: Spec, model: LockFile) -> Lock:
     path = lock_path(spec)
-    raw = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+    raw = pretty(model.to_json())
     write_atomic(path, raw)
-    return Lock(data, "sha256:" + hashlib.sha256(raw).hexdigest(), path)
+    return Lock(model, sha256_prefixed(raw), path)
 
 
 def load(spec: Spec, path: Path | None = None) -> Lock:
@@ -176,49 +171,44 @@ def load(spec: Spec, path: Path | None = None) -> Lock:
         data = json.loads(raw)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON ({exc})", hint="re-create it with `sparkimg lock`") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise LockError(f"{path}: not a {SCHEMA} lock", hint="re-create it with `sparkimg lock`")
-    return Lock(data, "sha256:" + hashlib.sha256(raw).hexdigest(), path)
+    return Lock(LockFile.from_json(data, str(path)), sha256_prefixed(raw), path)
 
 
 def check(spec: Spec, lock: Lock) -> None:
     """Fail closed unless the lock matches the spec and the local files on disk."""
     relock = f"run `sparkimg lock {_rel(spec.path)}`"
     problems: list[str] = []
-    if lock.data.get("spec", {}).get("digest") != spec.digest:
+    model = lock.model
+    if model.spec_digest != spec.digest:
         raise LockError(f"{lock.path}: stale: {spec.path.name} changed since it was locked", hint=relock)
-    data = lock.data
-    if spec.platform != "native" and data.get("platform") != spec.platform:
-        problems.append(f"platform: lock has {data.get('platform')}, spec asks for {spec.platform}")
-    if data.get("cuda_architectures") != [a.text for a in spec.cuda_architectures]:
+    if spec.platform != "native" and model.platform != spec.platform:
+        problems.append(f"platform: lock has {model.platform}, spec asks for {spec.platform}")
+    if list(model.cuda_architectures) != [a.text for a in spec.cuda_architectures]:
         problems.append("cuda_architectures differ")
-    base = data.get("base") or {}
-    if base.get("spec") != {"image": spec.base.reference, "digest": spec.base.digest}:
-        problems.append(f"base: lock pins {base.get('spec')}, spec has {spec.base.reference}")
-    for key in ("manifest_digest", "config_digest"):
-        if not str(base.get(key, "")).startswith("sha256:"):
-            problems.append(f"base.{key} is not pinned")
-    locked_sources = data.get("sources") or {}
-    if set(locked_sources) != set(spec.sources):
-        problems.append(f"sources: lock has {sorted(locked_sources)}, spec has {sorted(spec.sources)}")
+    if dict(model.base.spec) != {"image": spec.base.reference, "digest": spec.base.digest}:
+        problems.append(f"base: lock pins {dict(model.base.spec)}, spec has {spec.base.reference}")
+    if set(model.sources) != set(spec.sources):
+        problems.append(f"sources: lock has {sorted(model.sources)}, spec has {sorted(spec.sources)}")
     for name, source in spec.sources.items():
-        entry = locked_sources.get(name) or {}
+        pin = model.sources.get(name)
+        if pin is None:
+            continue
         if isinstance(source, PathSource):
             found = _tree.describe(source.path)["sha256"]
-            if entry.get("sha256") != found:
+            if not isinstance(pin, PathPin) or pin.sha256 != found:
                 problems.append(f"sources.{name}: {source.written} changed since the lock "
                                 f"(`sparkimg lock --update {name}` pins the new content)")
-        elif entry.get("spec") != _source_spec(source):
-            problems.append(f"sources.{name}: lock pins {entry.get('spec')}, spec has {_source_spec(source)}")
-        elif source.kind == "git" and len(str(entry.get("commit", ""))) != 40:
+        elif isinstance(pin, PathPin) or dict(pin.spec) != _source_spec(source):
+            written = dict(pin.spec) if not isinstance(pin, PathPin) else {"path": pin.path}
+            problems.append(f"sources.{name}: lock pins {written}, spec has {_source_spec(source)}")
+        elif isinstance(pin, GitPin) and len(pin.commit) != 40:
             problems.append(f"sources.{name}: commit is not pinned")
-        elif source.kind == "pypi" and len(str(entry.get("sha256", ""))) != 64:
+        elif isinstance(pin, PypiPin) and len(pin.sha256) != 64:
             problems.append(f"sources.{name}: sha256 is not pinned")
     for patch_set in spec.patches:
-        entry = (data.get("patches") or {}).get(patch_set.name)
-        if entry != _patch_entry(spec, patch_set):
+        if model.patches.get(patch_set.name) != _patch_entry(spec, patch_set):
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
-    if data.get("toolchain") != _toolchain(spec):
+    if model.toolchain != _toolchain(spec):
         problems.append("toolchain: the CUDA toolkit differs from the one locked")
     if problems:
         raise LockError(f"{lock.path} disagrees with {spec.path.name}:\n" +
@@ -239,48 +229,48 @@ def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
             "filename": source.filename}
 
 
-def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str) -> dict[str, Any]:
+def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
+                    entry_spec: dict[str, Any]) -> SourcePin:
     if isinstance(source, GitSource):
         repo = _git.mirror(store, source.url)
         pin = _git.resolve(repo, source.url, source.ref, source.commit)
-        return {"kind": "git", "url": source.url, "ref": source.ref, "commit": pin.commit,
-                "tree": pin.tree, "committed": pin.committed}
+        return GitPin(entry_spec, source.url, source.ref, pin.commit, pin.tree, pin.committed)
     pin_ = _pypi.resolve(source.package, source.version, platform)
     if source.sha256 and pin_.sha256 != source.sha256:
         raise ResolveError(f"sources.{source.name}: the index serves {pin_.filename} with sha256 "
                            f"{pin_.sha256}, the spec pins {source.sha256}")
     if source.filename and pin_.filename != source.filename:
         raise ResolveError(f"sources.{source.name}: pip chose {pin_.filename}, the spec pins {source.filename}")
-    return {"kind": "pypi", "package": source.package, "version": source.version,
-            "filename": pin_.filename, "url": pin_.url, "sha256": pin_.sha256}
+    return PypiPin(entry_spec, source.package, source.version, pin_.filename, pin_.url, pin_.sha256)
 
 
-def _path_entry(spec: Spec, source: PathSource) -> dict[str, Any]:
+def _path_entry(spec: Spec, source: PathSource) -> PathPin:
     described = _tree.describe(source.path)
-    return {"kind": "path", "path": source.path.relative_to(spec.root).as_posix(),
-            "sha256": described["sha256"], "files": described["files"]}
+    files = {name: TreeFile(f["sha256"], f["md5"], f["executable"]) for name, f in described["files"].items()}
+    return PathPin(source.path.relative_to(spec.root).as_posix(), described["sha256"], files)
 
 
-def _patch_entry(spec: Spec, patch_set: PatchSet) -> dict[str, Any]:
+def _patch_entry(spec: Spec, patch_set: PatchSet) -> PatchSetPin:
     """The set's files with both digests. Where the set carries MD5SUMS/SHA256SUMS, they must
     agree with the files: a patch does not change without its pin changing too."""
-    files: list[dict[str, Any]] = []
+    files: list[PatchFilePin] = []
     for item in patch_set.files:
         data = (patch_set.dir / item.file).read_bytes()
-        files.append({"file": item.file, "mount": item.mount, "size": len(data), **patches_mod.digests(data)})
-    problems = patches_mod.disagreements(patch_set.dir, {f["file"]: f for f in files}, required=False)
+        digests = patches_mod.digests(data)
+        files.append(PatchFilePin(item.file, item.mount, len(data), digests["md5"], digests["sha256"]))
+    problems = patches_mod.disagreements(patch_set.dir, {f.file: f.to_json() for f in files}, required=False)
     for algorithm, name in patches_mod.SUMS.items():
         wrong = sorted({p.file for p in problems if p.algorithm == algorithm})
         if wrong:
             raise LockError(f"patches.{patch_set.name}: {patch_set.written}/{name} disagrees with the files: "
                             f"{', '.join(wrong)}",
                             hint=f"if the change is intended, re-pin with `sparkimg patches pin {patch_set.written}`")
-    return {"dir": patch_set.dir.relative_to(spec.root).as_posix(), "mode": patch_set.mode, "files": files}
+    return PatchSetPin(patch_set.dir.relative_to(spec.root).as_posix(), patch_set.mode, tuple(files))
 
 
-def _toolchain(spec: Spec) -> dict[str, Any]:
+def _toolchain(spec: Spec) -> ToolchainPin:
     if spec.toolchain.cuda == "base":
-        return {"cuda": "base"}
+        return ToolchainPin("base")
     assert spec.toolchain.path is not None
     root = Path(spec.toolchain.path)
     nvcc = (root / "bin" / "nvcc").resolve()
@@ -293,5 +283,4 @@ def _toolchain(spec: Spec) -> dict[str, Any]:
         raise ResolveError(f"{nvcc} --version failed: {exc}") from None
     release = next((line.split("release", 1)[1].strip() for line in out.splitlines() if "release" in line), "")
     build = next((line.split(":", 1)[-1].strip() for line in out.splitlines() if line.startswith("Build")), "")
-    return {"cuda": "host", "path": str(root), "resolved": str(root.resolve()),
-            "nvcc_version": release, "nvcc_build": build, "nvcc_sha256": sha256_file(nvcc)}
+    return ToolchainPin("host", str(root), str(root.resolve()), release, build, sha256_file(nvcc))

@@ -1,26 +1,27 @@
 """The plan: a cache key per layer, computed only from what changes its output.
 
 A key covers the base digest, source digests, command, env, CUDA architectures, toolchain
-and parent keys; never the job count, the bounds or the time. ``plan`` also says which
-layers are already built and which inputs changed since the last build of the spec.
+and parent keys; never the job count, the bounds or the time. The plan is pure over the
+spec, the lock and the store's records: whether the image layer is in the engine is asked
+in one place (``build.image.built_image``) and handed in as ``image_built``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .formats.canonical import digest_of
+from .formats.lock import PypiPin
+from .formats.record import LayerRecord
 from .lock import Lock
 from .spec import CompileLayer, Spec, substitute
 from .store import Store
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
 KEY_VERSION = "sparkimg-key/1"
 ASSEMBLY_VERSION = "sparkimg-assembly/1"
 KEY_LABEL = "dev.sparkimg.key"
+RECORDS = "layers"
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,19 @@ class Plan:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.spec.image}:{self.image.key[:16]}"
+        return image_ref(self.spec, self.image.key)
 
     def layer(self, name: str) -> PlannedLayer:
         return next(layer for layer in self.layers if layer.name == name)
+
+    def all_cached(self) -> Plan:
+        """The plan of a build that rebuilt nothing."""
+        return replace(self, layers=tuple(replace(layer, cached=True) for layer in self.layers))
+
+
+def image_ref(spec: Spec, key: str) -> str:
+    """The local tag of the image a key builds: the spec's image name and the key's first 16 hex digits."""
+    return f"{spec.image}:{key[:16]}"
 
 
 def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]]:
@@ -63,22 +73,21 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
     for layer in spec.layers:
         source = lock.sources[layer.source]
         if isinstance(layer, CompileLayer):
-            identity = {"commit": source["commit"], "tree": source["tree"]} if source["kind"] == "git" \
-                else {"sha256": source["sha256"]}
             inputs = {
                 "platform": lock.platform,
-                "base": base["config_digest"],
-                "source": digest_of(identity),
+                "base": base.config_digest,
+                "source": digest_of(source.identity),
                 "command": digest_of(substitute(layer.command, variables)),
                 "cuda_architectures": ";".join(a.text for a in spec.cuda_architectures),
-                "toolchain": digest_of(lock.toolchain),
+                "toolchain": digest_of(lock.toolchain.to_json()),
                 "outputs": layer.outputs,
             }
             for key, value in sorted(layer.env.items()):
                 inputs[f"env.{key}"] = digest_of(substitute(value, variables))
             kind = "compile"
         else:
-            inputs = {"wheel": source["sha256"], "filename": source["filename"]}
+            assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
+            inputs = {"wheel": source.sha256, "filename": source.filename}
             kind = "wheel"
         key = digest_of({"v": KEY_VERSION, "kind": kind, "inputs": inputs})
         keys[layer.name] = key
@@ -86,7 +95,7 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
     image_inputs = {
         "assembly": ASSEMBLY_VERSION,
         "platform": lock.platform,
-        "base": f"{base['manifest_digest']} {base['config_digest']}",
+        "base": f"{base.manifest_digest} {base.config_digest}",
         "spec": spec.digest,
         "lock": lock.digest,
         "source_date_epoch": str(lock.source_date_epoch),
@@ -95,9 +104,9 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
     for name, key in keys.items():
         image_inputs[f"layer.{name}"] = key
     for set_name, entry in sorted(lock.patches.items()):
-        image_inputs[f"patches.{set_name}.mode"] = entry["mode"]
-        for item in entry["files"]:
-            image_inputs[f"patches.{set_name}/{item['file']}"] = f"{item['sha256']} {item['mount']}"
+        image_inputs[f"patches.{set_name}.mode"] = entry.mode
+        for item in entry.files:
+            image_inputs[f"patches.{set_name}/{item.file}"] = f"{item.sha256} {item.mount}"
     for key, value in sorted(spec.env.items()):
         image_inputs[f"env.{key}"] = digest_of(value)
     for key, value in sorted(spec.labels.items()):
@@ -110,30 +119,39 @@ def key_of(kind: str, inputs: dict[str, str]) -> str:
     return digest_of({"v": KEY_VERSION, "kind": kind, "inputs": inputs})
 
 
-def compute(spec: Spec, lock: Lock, store: Store, engine: Engine | None) -> Plan:
-    """Keys, cached state and changes since the last build of this spec."""
+def compute(spec: Spec, lock: Lock, store: Store, *, image_built: bool = False) -> Plan:
+    """Keys, cached state and changes since the last build of this spec. Pure over the spec,
+    the lock and the store's records; ``image_built`` is the engine's answer for the image key."""
     previous = (store.read_record("state", spec.name) or {}).get("layers", {})
     planned: list[PlannedLayer] = []
     for name, kind, inputs in layer_inputs(spec, lock):
         key = key_of(kind, inputs)
-        cached = is_built(kind, key, inputs, store, engine, spec)
-        changed = _changed(previous.get(name), inputs)
-        planned.append(PlannedLayer(name, kind, key, inputs, cached, changed))
+        cached = image_built if kind == "image" else is_built(kind, key, inputs, store)
+        planned.append(PlannedLayer(name, kind, key, inputs, cached, _changed(previous.get(name), inputs)))
     return Plan(spec, lock, tuple(planned))
 
 
-def is_built(kind: str, key: str, inputs: dict[str, str], store: Store, engine: Engine | None, spec: Spec) -> bool:
+def image_key(spec: Spec, lock: Lock) -> str:
+    """The image layer's key alone: what a no-op build compares before anything else."""
+    _, kind, inputs = layer_inputs(spec, lock)[-1]
+    return key_of(kind, inputs)
+
+
+def layer_record(store: Store, key: str) -> LayerRecord | None:
+    """A compile layer's record from the store, typed; None when it was never built."""
+    data = store.read_record(RECORDS, key)
+    return None if data is None else LayerRecord.from_json(data, f"{store.root}/records/{RECORDS}/{key}")
+
+
+def is_built(kind: str, key: str, inputs: dict[str, str], store: Store) -> bool:
+    """A compile layer is built when its record and every output are in the store; a wheel when
+    its file is. The image layer is the engine's question (``build.image.built_image``)."""
     if kind == "compile":
-        record = store.read_record("layers", key)
-        return bool(record) and all(store.has(o["sha256"]) for o in record["outputs"])  # type: ignore[index]
+        record = layer_record(store, key)
+        return record is not None and all(store.has(o.sha256) for o in record.outputs)
     if kind == "wheel":
         return store.has(inputs["wheel"])
-    if engine is None:
-        return False
-    reference = f"{spec.image}:{key[:16]}"
-    if engine.image_id(reference) is None:
-        return False
-    return engine.image_labels(reference).get(KEY_LABEL) == key
+    raise ValueError(f"is_built: the {kind} layer is asked of the engine")
 
 
 def remember(plan: Plan, store: Store) -> None:

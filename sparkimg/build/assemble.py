@@ -9,10 +9,12 @@ import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from ..engine import Engine, LogFn
+from ..engine import Engine
+from ..events import Event, Kind, Phase, Reporter
 from ..formats import kernels as kernel_label
+from ..formats.lock import PypiPin
+from ..formats.record import LayerRecord
 from ..plan import ASSEMBLY_VERSION, KEY_LABEL, Plan
 from ..store import Store
 
@@ -27,9 +29,8 @@ def labels(plan: Plan) -> dict[str, str]:
     out.update({
         "org.opencontainers.image.title": spec.name,
         "org.opencontainers.image.created": created,
-        "org.opencontainers.image.base.name": lock.base["repository"] + (f":{lock.base['tag']}" if lock.base["tag"]
-                                                                          else ""),
-        "org.opencontainers.image.base.digest": lock.base["manifest_digest"],
+        "org.opencontainers.image.base.name": lock.base.reference,
+        "org.opencontainers.image.base.digest": lock.base.manifest_digest,
         "dev.sparkimg.spec-digest": spec.digest,
         "dev.sparkimg.lock-digest": lock.digest,
         "dev.sparkimg.platform": lock.platform,
@@ -43,15 +44,16 @@ def labels(plan: Plan) -> dict[str, str]:
     return out
 
 
-def wheels(plan: Plan, records: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+def wheels(plan: Plan, records: dict[str, LayerRecord]) -> list[tuple[str, str]]:
     """(filename, sha256) of every wheel the image installs, in spec order."""
     found: list[tuple[str, str]] = []
     for layer in plan.spec.layers:
         if layer.kind == "compile":
-            found += [(o["filename"], o["sha256"]) for o in records[layer.name]["outputs"]]
+            found += [(o.filename, o.sha256) for o in records[layer.name].outputs]
         else:
             source = plan.lock.sources[layer.source]
-            found.append((source["filename"], source["sha256"]))
+            assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
+            found.append((source.filename, source.sha256))
     return found
 
 
@@ -70,16 +72,16 @@ def dockerfile(plan: Plan, base_tag: str, wheel_files: list[tuple[str, str]]) ->
             f"--no-cache-dir --disable-pip-version-check -r {WHEEL_DIR}/requirements.txt && rm -rf {WHEEL_DIR}",
         ]
     for set_name, entry in sorted(plan.lock.patches.items()):
-        if entry["mode"] != "bake":
+        if entry.mode != "bake":
             continue
-        for item in entry["files"]:
-            lines.append(f"COPY patches/{set_name}/{item['file']} {item['mount']}")
+        for item in entry.files:
+            lines.append(f"COPY patches/{set_name}/{item.file} {item.mount}")
     for key, value in sorted(plan.spec.env.items()):
         lines.append(f"ENV {key}={json.dumps(value)}")
     return "\n".join(lines) + "\n"
 
 
-def write_context(plan: Plan, base_tag: str, records: dict[str, dict[str, Any]], store: Store, context: Path) -> None:
+def write_context(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, context: Path) -> None:
     """Lay out the build context: wheels with a hash-pinned requirements file, patches, Dockerfile."""
     (context / "wheels").mkdir(parents=True)
     wheel_files = wheels(plan, records)
@@ -91,18 +93,18 @@ def write_context(plan: Plan, base_tag: str, records: dict[str, dict[str, Any]],
     for set_name, entry in plan.lock.patches.items():
         folder = context / "patches" / set_name
         folder.mkdir(parents=True)
-        for item in entry["files"]:
-            store.export(item["sha256"], folder / item["file"])
+        for item in entry.files:
+            store.export(item.sha256, folder / item.file)
     (context / "Dockerfile").write_text(dockerfile(plan, base_tag, wheel_files))
 
 
 def assemble(
     plan: Plan,
     base_tag: str,
-    records: dict[str, dict[str, Any]],
+    records: dict[str, LayerRecord],
     store: Store,
     engine: Engine,
-    log: LogFn,
+    report: Reporter,
 ) -> tuple[str, str]:
     """Build the final image; return (image ID, builder used)."""
     work = store.temp_dir("assemble.")
@@ -114,7 +116,7 @@ def assemble(
             tags=[plan.image_ref],
             labels=labels(plan),
             build_args={"SOURCE_DATE_EPOCH": str(plan.lock.source_date_epoch)},
-            log=log,
+            log=lambda layer, phase, line: report(Event(Phase.ASSEMBLE, line, layer, Kind.LOG)),
         )
         return output.image_id, output.builder
     finally:

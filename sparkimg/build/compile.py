@@ -13,15 +13,15 @@ import json
 import shutil
 import tarfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .._units import format_size
-from ..engine import Engine, LogFn, Mount, RunLimits
+from ..engine import Engine, Mount, RunLimits
 from ..errors import AuditError, BuildError, OOMError
+from ..events import Event, Kind, Phase, Reporter
+from ..formats.record import LayerRecord, Metrics, Output
 from ..lock import Lock
-from ..plan import PlannedLayer
+from ..plan import RECORDS, PlannedLayer
 from ..spec import CompileLayer, Spec, substitute
 from ..store import Store
 from . import audit
@@ -56,9 +56,8 @@ def compile_layer(
     store: Store,
     engine: Engine,
     budget: Budget,
-    log: LogFn,
-    status: Callable[[str], None],
-) -> dict[str, Any]:
+    report: Reporter,
+) -> LayerRecord:
     """Build one layer, audit its outputs, admit them to the store; return its record."""
     work = store.temp_dir(f"compile-{layer.name}.")
     try:
@@ -73,21 +72,23 @@ def compile_layer(
                   Mount(meta, "/sparkimg/meta", writable=True)]
         env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
                "SPARKIMG_LAYER": layer.name, **budget.env()}
-        if lock.toolchain["cuda"] == "host":
-            cuda = lock.toolchain["path"]
-            mounts.append(Mount(Path(lock.toolchain["resolved"]), cuda))
+        toolchain = lock.toolchain
+        if toolchain.cuda == "host" and toolchain.path and toolchain.resolved:
+            cuda = toolchain.path
+            mounts.append(Mount(Path(toolchain.resolved), cuda))
             env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
         variables = spec.variables(budget.jobs)
         env.update({k: substitute(v, variables) for k, v in layer.env.items()})
         env["SPARKIMG_COMMAND"] = substitute(layer.command, variables)
-        status(f"compile {layer.name}: {budget.jobs} job(s), memory {format_size(budget.memory)}, "
-               f"pids {budget.pids}, network none")
+        report(Event(Phase.COMPILE, f"compile {layer.name}: {budget.jobs} job(s), memory "
+                     f"{format_size(budget.memory)}, pids {budget.pids}, network none", layer.name,
+                     figures={"jobs": budget.jobs, "memory": budget.memory, "pids": budget.pids}))
         tail: list[str] = []
 
         def keep(name: str, phase: str, line: str) -> None:
             tail.append(line)
             del tail[:-30]
-            log(name, phase, line)
+            report(Event(Phase(phase), line, name, Kind.LOG))
 
         started = time.monotonic()
         result = engine.run_bounded(
@@ -98,7 +99,7 @@ def compile_layer(
         wall = time.monotonic() - started
         metrics = _metrics(meta / "metrics.json", wall)
         if result.oom_killed:
-            peak = metrics["peak_memory"]
+            peak = metrics.peak_memory
             raise OOMError(
                 f"layer {layer.name}: killed by the OOM killer at its memory bound "
                 f"{format_size(budget.memory)} (peak {format_size(peak) if peak else 'at the bound'}, "
@@ -115,6 +116,9 @@ def compile_layer(
         wanted = [a.sm for a in spec.cuda_architectures]
         reports = [r for path in produced for r in audit.audit_output(path, wanted)]
         store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
+        report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
+                     f"{len(audit.failures(reports))} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
+                     layer.name))
         bad = audit.failures(reports)
         if bad:
             lines = "\n".join(f"    {r['file']}: has sm {r['sm']}, lacks {r['missing']}" for r in bad)
@@ -124,14 +128,11 @@ def compile_layer(
                 hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
                 "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
             )
-        outputs = [{"filename": p.name, "sha256": store.put_file(p, what=f"{layer.name}/{p.name}"),
-                    "size": p.stat().st_size} for p in produced]
-        record = {
-            "layer": layer.name, "key": planned.key, "outputs": outputs, "metrics": metrics,
-            "budget": budget.to_json(), "audit": reports,
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        store.write_record("layers", planned.key, record)
+        outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
+                        for p in produced)
+        record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
+                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        store.write_record(RECORDS, planned.key, record.to_json())
         return record
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -142,7 +143,7 @@ def _unpack(blob: Path, target: Path) -> None:
         archive.extractall(target, filter="data")
 
 
-def _metrics(path: Path, wall: float) -> dict[str, Any]:
+def _metrics(path: Path, wall: float) -> Metrics:
     try:
         raw = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -151,5 +152,5 @@ def _metrics(path: Path, wall: float) -> dict[str, Any]:
     cpu_s = cpu / 1e9 if isinstance(cpu, (int, float)) else (
         raw["cpu_us"] / 1e6 if isinstance(raw.get("cpu_us"), (int, float)) else None)
     peak = raw.get("peak_memory")
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu_s, 3) if cpu_s is not None else None,
-            "peak_memory": peak if isinstance(peak, int) else None}
+    return Metrics(round(wall, 3), round(cpu_s, 3) if cpu_s is not None else None,
+                   peak if isinstance(peak, int) else None)

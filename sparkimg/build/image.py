@@ -1,36 +1,28 @@
 """The build stage: check the lock, fetch, compile what is not cached, assemble the image.
 
-Nothing is rebuilt whose key is already built: an unchanged spec does no engine build at
-all, and a patch change rebuilds only the assembly.
+Nothing is rebuilt whose key is already built: an unchanged spec asks the engine one
+question (is the image with this key there?) and builds nothing; a patch change rebuilds
+only the assembly.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import lock as lock_mod
-from ..engine import Engine, LogFn
+from ..engine import Engine
+from ..events import Event, Kind, Phase, Reporter, silent
 from ..fetch import fetch
+from ..formats.record import LayerRecord
 from ..lock import Lock
-from ..plan import Plan, compute, is_built, remember
+from ..plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
 from ..spec import CompileLayer, Spec
 from ..store import Store
 from .assemble import assemble
 from .bounds import Overrides, derive
 from .compile import compile_layer
-
-Status = Callable[[str], None]
-
-
-def _quiet_status(message: str) -> None:
-    return None
-
-
-def _quiet_log(layer: str, phase: str, line: str) -> None:
-    return None
 
 
 @dataclass
@@ -39,7 +31,7 @@ class BuildResult:
     image_ref: str
     image_id: str | None
     built: list[str] = field(default_factory=list)
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, LayerRecord] = field(default_factory=dict)
     builder: str | None = None
     started: float = 0.0
     finished: float = 0.0
@@ -55,8 +47,23 @@ class BuildResult:
         }
 
 
+def built_image(engine: Engine, spec: Spec, key: str) -> str | None:
+    """The one place that asks the engine whether an image key is built: the image ID when the
+    key's tag is there and carries that key in its label, else None (one engine call)."""
+    info = engine.inspect(image_ref(spec, key))
+    if info is None or info.labels.get(KEY_LABEL) != key:
+        return None
+    return info.id
+
+
 def _engine_info(engine: Engine, builder: str | None) -> dict[str, str | None]:
     return {"client": engine.version, "server": engine.server_version(), "builder": builder}
+
+
+def _records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
+    found = {layer.name: layer_record(store, plan.layer(layer.name).key) for layer in plan.spec.layers
+             if isinstance(layer, CompileLayer)}
+    return {name: record for name, record in found.items() if record is not None}
 
 
 def build(
@@ -66,24 +73,21 @@ def build(
     engine: Engine,
     overrides: Overrides | None = None,
     *,
-    status: Status = _quiet_status,
-    log: LogFn = _quiet_log,
+    report: Reporter = silent,
 ) -> BuildResult:
     started = time.time()
     overrides = overrides or Overrides()
     lock_mod.check(spec, lock)
-    plan = compute(spec, lock, store, engine)
-    if plan.image.cached:
+    image_id = built_image(engine, spec, image_key(spec, lock))
+    if image_id is not None:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
-        plan = replace(plan, layers=tuple(replace(layer, cached=True) for layer in plan.layers))
-        kept = {layer.name: store.read_record("layers", plan.layer(layer.name).key) for layer in spec.layers
-                if isinstance(layer, CompileLayer)}
-        return BuildResult(plan, plan.image_ref, engine.image_id(plan.image_ref),
-                           records={k: v for k, v in kept.items() if v is not None}, started=started,
+        plan = compute(spec, lock, store, image_built=True).all_cached()
+        return BuildResult(plan, plan.image_ref, image_id, records=_records(plan, store), started=started,
                            finished=time.time(), engine={"client": engine.version})
-    fetched = fetch(spec, lock, store, engine, log=status)
+    plan = compute(spec, lock, store)
+    fetched = fetch(spec, lock, store, engine, report=report)
     assert fetched.base_tag is not None
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, LayerRecord] = {}
     built: list[str] = []
     for layer in spec.layers:
         planned = plan.layer(layer.name)
@@ -91,27 +95,29 @@ def build(
             continue
         # One build per key at a time: a concurrent build of the same layer waits, then reuses it.
         with store.lock(f"layer-{planned.key}"):
-            if planned.cached or is_built(planned.kind, planned.key, planned.inputs, store, engine, spec):
-                record = store.read_record("layers", planned.key)
+            if planned.cached or is_built(planned.kind, planned.key, planned.inputs, store):
+                record = layer_record(store, planned.key)
                 assert record is not None
                 records[layer.name] = record
-                status(f"compile {layer.name}: cached ({planned.key[:12]})")
+                report(Event(Phase.COMPILE, f"compile {layer.name}: cached ({planned.key[:12]})", layer.name))
                 continue
             budget = derive(layer.bounds, overrides, layer=layer.name)
-            records[layer.name] = compile_layer(
-                spec, lock, layer, planned, fetched.blobs[layer.source], lock.base["config_digest"],
-                store, engine, budget, log, status,
+            records[layer.name] = record = compile_layer(
+                spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
+                store, engine, budget, report,
             )
+            report(Event(Phase.COMPILE, f"compile {layer.name}: done", layer.name, Kind.DONE,
+                         {**record.metrics.to_json(), "jobs": record.jobs}))
         built.append(layer.name)
     image = plan.image
     with store.lock(f"image-{image.key}"):
-        if is_built(image.kind, image.key, image.inputs, store, engine, spec):
-            image_id = engine.image_id(plan.image_ref)
-            status(f"assemble {plan.image_ref}: built meanwhile by another build")
+        image_id = built_image(engine, spec, image.key)
+        if image_id is not None:
+            report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
             builder = None
         else:
-            status(f"assemble {plan.image_ref}")
-            image_id, builder = assemble(plan, fetched.base_tag, records, store, engine, log)
+            report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
+            image_id, builder = assemble(plan, fetched.base_tag, records, store, engine, report)
             built.append("image")
     # A layer another build finished while this one waited is reported as cached, as it was not rebuilt.
     plan = replace(plan, layers=tuple(

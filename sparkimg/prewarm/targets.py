@@ -11,13 +11,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import lock as lock_mod
+from .. import plan
 from ..errors import UsageError
 from ..formats.kernels import LABEL, KernelLabel
+from ..formats.statement import load
+from ..signing import dsse
 from ..spec import Arch, KernelSet, Spec
 
 if TYPE_CHECKING:
     from ..engine import Engine
-    from ..store import Store
 
 @dataclass(frozen=True)
 class Target:
@@ -54,14 +57,11 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
     return Target(label.kernels, label.archs, image_ref, image_id, label.toolchain)
 
 
-def for_built_spec(spec: Spec, store: Store, engine: Engine) -> Target:
+def for_built_spec(spec: Spec, engine: Engine) -> Target:
     """The spec's kernel set, for the image the spec's lock builds (it must be in the engine)."""
-    from .. import lock as lock_mod
-    from ..plan import compute
-
     lock = lock_mod.load(spec)
     lock_mod.check(spec, lock)
-    reference = compute(spec, lock, store, None).image_ref
+    reference = plan.image_ref(spec, plan.image_key(spec, lock))
     image_id = engine.image_id(reference)
     if image_id is None:
         raise UsageError(f"{reference}: the spec's image is not in the engine",
@@ -79,9 +79,6 @@ def for_image(reference: str, engine: Engine) -> Target:
 
 def for_receipt(receipt: Path, engine: Engine) -> Target:
     """The image a receipt names (by image ID), with the kernel set in its label."""
-    from ..formats.statement import load
-    from ..signing import dsse
-
     subject = load(dsse.read(receipt).payload, str(receipt))["subject"][0]
     image_id = "sha256:" + subject["digest"]["sha256"]
     if engine.image_id(image_id) is None:

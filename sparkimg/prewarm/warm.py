@@ -11,31 +11,27 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..build.bounds import Budget
 from ..errors import BuildError
+from ..events import Event, Figure, Kind, Phase, Reporter, silent
 from ..signing.keys import PrivateKey
 from . import manifest
 from .runner import Runner
 from .targets import Target
 from .worker import EVENT, JOURNAL
 
-Progress = Callable[[str, str, dict[str, Any]], None]  # (event, module name, fields)
-
-
-def _quiet(event: str, name: str, fields: dict[str, Any]) -> None:
-    return None
-
 
 @dataclass
 class Events:
-    """The worker's events, collected; other output lines are kept as the log tail."""
+    """The worker's events, collected and reported as typed events; other output lines are
+    kept as the log tail."""
 
-    progress: Progress = _quiet
+    report: Reporter = silent
+    total: int = 0
     env: dict[str, Any] = field(default_factory=dict)
     modules: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, str] = field(default_factory=dict)
@@ -45,7 +41,7 @@ class Events:
     def line(self, text: str) -> None:
         if not text.startswith(EVENT):
             self.tail = [*self.tail[-40:], text]
-            self.progress("log", "", {"line": text})
+            self.report(Event(Phase.PREWARM, text, kind=Kind.LOG))
             return
         try:
             event = json.loads(text[len(EVENT):])
@@ -54,15 +50,32 @@ class Events:
         kind, name = event.pop("event"), event.get("name", "")
         if kind == "env":
             self.env = event
+            self.report(Event(Phase.PREWARM, f"prewarm: FlashInfer {event.get('flashinfer')}, torch "
+                              f"{event.get('torch')}, {event.get('nvcc') or 'no nvcc'}, workspace "
+                              f"{event.get('base')}/{event.get('workspace')}", figures=_figures(event)))
         elif kind == "module":
             self.modules.append(event)
-        elif kind in ("cached", "compiled", "failed", "start"):
+            if event.get("aot"):
+                self.report(Event(Phase.PREWARM, f"{name}: FlashInfer in this environment has an AOT build of it "
+                                  "and loads that instead; the prewarmed copy will not be used", name, Kind.WARNING))
+        elif kind == "start":
+            self.status[name] = kind
+            self.report(Event(Phase.PREWARM, f"prewarm {name}: compiling", name))
+        elif kind in ("cached", "compiled", "failed"):
             self.status[name] = kind
             if kind == "failed":
                 self.errors.append(f"{name}: {event.get('error')}")
+            done = sum(1 for state in self.status.values() if state != "start")
+            took = f" in {event['seconds']:.1f} s" if kind == "compiled" else ""
+            self.report(Event(Phase.PREWARM, f"prewarm [{done}/{self.total}] {name}: {kind}{took}", name, Kind.DONE,
+                              {**_figures(event), "status": kind, "done": done, "total": self.total}))
         elif kind == "error":
             self.errors.append(event["message"])
-        self.progress(kind, name, event)
+
+
+def _figures(event: dict[str, Any]) -> dict[str, Figure]:
+    """The scalar fields of a worker event, as event figures."""
+    return {k: v for k, v in event.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
 @dataclass(frozen=True)
@@ -73,10 +86,12 @@ class Result:
     seconds: float
     workers: int
     jobs_per_module: int
+    signed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"manifest": str(self.manifest), "modules": self.modules, "flashinfer": self.env.get("flashinfer"),
-                "seconds": round(self.seconds, 3), "workers": self.workers, "jobs_per_module": self.jobs_per_module}
+                "seconds": round(self.seconds, 3), "workers": self.workers, "jobs_per_module": self.jobs_per_module,
+                "signed": self.signed}
 
 
 def split_jobs(budget: Budget, modules: int) -> tuple[int, int]:
@@ -97,21 +112,21 @@ def _job(target: Target, workers: int) -> dict[str, Any]:
     return {"modules": [m.to_json() for m in target.kernels.modules], "workers": workers}
 
 
-def list_modules(target: Target, runner: Runner, progress: Progress = _quiet) -> Events:
+def list_modules(target: Target, runner: Runner, report: Reporter = silent) -> Events:
     """Resolve the kernel set where it will run: each module's name and library path as FlashInfer sees them."""
-    events = Events(progress)
+    events = Events(report, len(target.kernels.modules))
     code = runner.run("list", _job(target, 1), None, worker_env(target, 1), events.line)
     _raise_for(code, events, "list the kernel set")
     return events
 
 
 def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: PrivateKey | None,
-            progress: Progress = _quiet) -> Result:
+            report: Reporter = silent) -> Result:
     """Compile every missing module into ``cache``, then write its signed manifest."""
     started = time.monotonic()
     cache.mkdir(parents=True, exist_ok=True)
     workers, per_module = split_jobs(budget, len(target.kernels.modules))
-    events = Events(progress)
+    events = Events(report, len(target.kernels.modules))
     # The worker holds the cache's lock while it compiles (a container outlives a killed
     # sparkimg); the manifest is replaced only after every module is built.
     code = runner.run("build", _job(target, workers), cache, worker_env(target, per_module), events.line)
@@ -121,7 +136,7 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
                               image=target.image(), runner=runner.name, toolchain=runner.toolchain)
     path, _ = manifest.write(cache, data, key)
     modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
-    return Result(path, modules, events.env, time.monotonic() - started, workers, per_module)
+    return Result(path, modules, events.env, time.monotonic() - started, workers, per_module, key is not None)
 
 
 def receipt_entry(result: Result) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from sparkimg import lock as lock_mod
 from sparkimg.build.bounds import Overrides
 from sparkimg.build.image import build
 from sparkimg.engine import Engine
+from sparkimg.events import Collected, Kind, Phase
 from sparkimg.spec import load_spec
 from sparkimg.store import Store
 
@@ -36,9 +37,9 @@ def test_bounds_reach_the_container(project: Project, store: Store, engine: Engi
     text = spec_text(demo_base, probe, memory="1g", job_memory="256m").replace("    pids: 256",
                                                                                 "    pids: 256\n    cpus: 1")
     path = _locked(project, store, text)
-    lines: list[str] = []
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine,
-                   log=lambda layer, phase, line: lines.append(line))
+    events = Collected()
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, report=events)
+    lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     seen = dict(line.split("=", 1) for line in lines if "=" in line)
     assert seen.get("memory/memory.limit_in_bytes", seen.get("memory.max")) == str(1 << 30)
     if "memory/memory.memsw.limit_in_bytes" in seen:
@@ -48,8 +49,10 @@ def test_bounds_reach_the_container(project: Project, store: Store, engine: Engi
     assert seen["MAX_JOBS"] == "1" and seen["NINJAFLAGS"] == "-j1"  # one CPU
     assert "lo" in lines and "eth0" not in lines
     record = result.records["kernel"]
-    assert record["metrics"]["peak_memory"] > 0 and record["metrics"]["wall_s"] > 0
-    assert record["metrics"]["cpu_s"] is not None
+    assert record.metrics.peak_memory and record.metrics.peak_memory > 0 and record.metrics.wall_s > 0
+    assert record.metrics.cpu_s is not None
+    done = events.of(Phase.COMPILE, Kind.DONE)
+    assert len(done) == 1 and done[0].layer == "kernel" and done[0].figures["jobs"] == 1
     engine.remove_image(result.image_ref)
 
 
@@ -59,9 +62,9 @@ def test_no_network_in_compile(project: Project, store: Store, engine: Engine, d
              "'/sys/class/net'); s = socket.socket(); s.settimeout(3); assert s.connect_ex(('127.0.0.1', 5000)) != 0; "
              "print('isolated')\" && " + WHEEL)
     path = _locked(project, store, spec_text(demo_base, probe))
-    lines: list[str] = []
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine,
-                   log=lambda layer, phase, line: lines.append(line))
+    events = Collected()
+    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, report=events)
+    lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     assert "isolated" in lines
     engine.remove_image(result.image_ref)
 
@@ -105,7 +108,7 @@ def test_audit_passes_real_sm121a_build(project: Project, store: Store, engine: 
         "    pids: 256", "    pids: 256\n    env:\n      NVCC_GENCODE: \"{gencode}\"")
     path = _locked(project, store, text)
     result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine)
-    reports = result.records["kernel"]["audit"]
+    reports = result.records["kernel"].audit
     assert reports and reports[0]["cubin_sm"] == [121] and reports[0]["missing"] == []
     engine.remove_image(result.image_ref)
 
@@ -126,9 +129,10 @@ def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engin
                                              "2>/dev/null || cat /sys/fs/cgroup/memory.max; " + WHEEL,
                                              memory="8g", job_memory="64m"))
     reserve = mem_available() - (512 << 20)
-    lines: list[str] = []
+    events = Collected()
     result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, Overrides(reserve=reserve),
-                   log=lambda layer, phase, line: lines.append(line))
+                   report=events)
+    lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     limit = int(next(line for line in lines if line.isdigit()))
     assert limit < 1 << 30  # shrunk from 8 GiB to what the reserve leaves (about 512 MiB)
     engine.remove_image(result.image_ref)

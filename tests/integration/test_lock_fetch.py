@@ -19,6 +19,7 @@ import pytest
 from sparkimg import lock as lock_mod
 from sparkimg.engine import Engine
 from sparkimg.errors import ResolveError
+from sparkimg.formats.lock import GitPin
 from sparkimg.spec import load_spec
 from sparkimg.store import Store
 
@@ -52,16 +53,16 @@ def test_lock_resolves_registry_tag_and_keeps_the_pin(
     path = project(spec_text(tag, WHEEL))
     spec = load_spec(path)
     data = lock_mod.resolve(spec, store)
-    assert data["base"]["manifest_digest"] == first_digest
-    assert data["base"]["config_digest"] == first_id
+    assert data.base.manifest_digest == first_digest
+    assert data.base.config_digest == first_id
     lock = lock_mod.write(spec, data)
 
     second_digest, _ = _push_variant(engine, demo_base, tag, "two", tmp_path)
     assert second_digest != first_digest
     kept = lock_mod.resolve(spec, store, previous=lock)
-    assert kept["base"]["manifest_digest"] == first_digest  # the tag moved; the lock did not
+    assert kept.base.manifest_digest == first_digest  # the tag moved; the lock did not
     moved = lock_mod.resolve(spec, store, previous=lock, update=["base"])
-    assert moved["base"]["manifest_digest"] == second_digest
+    assert moved.base.manifest_digest == second_digest
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -100,9 +101,9 @@ def test_lock_resolves_git_branch_tag_and_short_sha(
     for i, (pin, expected) in enumerate([("    ref: dsv41-feat\n", feature), ("    ref: v1\n", tagged),
                                          (f"    ref: dsv41-feat\n    commit: {feature[:8]}\n", feature)]):
         spec = load_spec(project(_git_spec(demo_base, upstream, pin), f"git{i}.yaml"))
-        entry = lock_mod.resolve(spec, store)["sources"]["up"]
-        assert entry["commit"] == expected and len(entry["commit"]) == 40
-        assert entry["tree"] == _git(upstream, "rev-parse", f"{expected}^{{tree}}")
+        entry = lock_mod.resolve(spec, store).sources["up"]
+        assert isinstance(entry, GitPin) and entry.commit == expected and len(entry.commit) == 40
+        assert entry.tree == _git(upstream, "rev-parse", f"{expected}^{{tree}}")
     spec = load_spec(project(_git_spec(demo_base, upstream, "    ref: no-such-branch\n"), "bad.yaml"))
     with pytest.raises(ResolveError) as info:
         lock_mod.resolve(spec, store)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from sparkimg import __version__
-from sparkimg.cli import EXAMPLES, main
+from sparkimg.cli import main
+from sparkimg.cli.parser import EXAMPLES, parser
+from sparkimg.cli.render import JsonLinesReporter
+from sparkimg.events import Event, Kind, Phase
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -19,11 +26,58 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert __version__ in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", sorted(EXAMPLES))
-def test_every_command_has_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def _commands() -> list[str]:
+    """The subcommands the real parser has (not the keys of EXAMPLES)."""
+    actions = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(actions[0].choices)
+
+
+def _invocations(example: str) -> list[list[str]]:
+    """Every ``sparkimg ...`` command line inside an example (``&&`` chains, ``$(...)``, comments)."""
+    found = []
+    for part in re.split(r"&&|\$\(|\)", example.split("  #")[0]):
+        words = shlex.split(part)
+        if "sparkimg" in words:
+            found.append(words[words.index("sparkimg") + 1:])
+    return found
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_has_an_example_the_parser_accepts(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert command in EXAMPLES, f"sparkimg {command} has no example"
+    invocations = _invocations(EXAMPLES[command])
+    assert invocations, EXAMPLES[command]
+    for words in invocations:
+        assert parser().parse_args(words).command == command, words
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert EXAMPLES[command] in capsys.readouterr().out
+
+
+def test_no_example_names_a_command_that_does_not_exist() -> None:
+    assert sorted(EXAMPLES) == _commands()
+
+
+def test_json_logs_writes_one_object_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    reporter = JsonLinesReporter()
+    reporter(Event(Phase.COMPILE, "[/usr/local/cuda] is not markup", "kernel", Kind.LOG))
+    reporter(Event(Phase.COMPILE, "compile kernel: done", "kernel", Kind.DONE, {"wall_s": 3.1}))
+    lines = capsys.readouterr().err.splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["log", "done"]
+    assert json.loads(lines[1])["figures"] == {"wall_s": 3.1} and json.loads(lines[0])["layer"] == "kernel"
+
+
+def test_json_logs_reports_an_error_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json-logs", "check", "does/not/exist.yaml"]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert json.loads(first)["exit_code"] == 2
+
+
+def test_log_lines_are_never_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    from sparkimg.cli.render import TerminalReporter
+
+    TerminalReporter()(Event(Phase.COMPILE, "nvcc: [/usr/local/cuda] [bold]x[/] done", "kernel", Kind.LOG))
+    assert "[/usr/local/cuda] [bold]x[/] done" in capsys.readouterr().err
 
 
 def test_missing_spec_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkimg.lock import Lock
 from sparkimg.plan import key_of, layer_inputs
 from sparkimg.spec import Spec, load_spec
+from tests.formats import loaded, lock_json
 
 SPEC = """\
 schema: sparkimg/v1
@@ -47,23 +47,11 @@ patches:
 
 
 def lock_data(spec: Spec) -> dict[str, Any]:
-    return {
-        "platform": "linux/arm64",
-        "source_date_epoch": 1700000000,
-        "base": {"repository": "r", "tag": "t", "manifest_digest": "sha256:" + "1" * 64,
-                 "config_digest": "sha256:" + "2" * 64},
-        "sources": {
-            "kernel": {"kind": "path", "sha256": "3" * 64},
-            "six": {"kind": "pypi", "sha256": "4" * 64, "filename": "six-1.16.0-py2.py3-none-any.whl"},
-        },
-        "patches": {"demo": {"mode": "bake", "files": [{"file": "a.py", "mount": "/a.py", "sha256": "5" * 64}]}},
-        "toolchain": {"cuda": "host", "nvcc_sha256": "6" * 64},
-    }
+    return lock_json()
 
 
-def keys(spec: Spec, data: dict[str, Any], digest: str = "sha256:lock") -> dict[str, str]:
-    lock = Lock(data, digest, Path("x.lock.json"))
-    return {name: key_of(kind, inputs) for name, kind, inputs in layer_inputs(spec, lock)}
+def keys(spec: Spec, data: dict[str, Any], digest: str = "sha256:" + "0" * 64) -> dict[str, str]:
+    return {name: key_of(kind, inputs) for name, kind, inputs in layer_inputs(spec, loaded(data, digest))}
 
 
 def test_keys_are_stable(project: Callable[..., Path]) -> None:
@@ -103,10 +91,10 @@ def test_compile_key_is_sensitive(project: Callable[..., Path]) -> None:
 
 def test_patch_change_rebuilds_only_the_image(project: Callable[..., Path]) -> None:
     spec = load_spec(project(SPEC))
-    before = keys(spec, lock_data(spec), "sha256:a")
+    before = keys(spec, lock_data(spec), "sha256:" + "a" * 64)
     data = lock_data(spec)
     data["patches"]["demo"]["files"][0]["sha256"] = "0" * 64
-    after = keys(spec, data, "sha256:b")
+    after = keys(spec, data, "sha256:" + "b" * 64)
     assert after["kernel"] == before["kernel"]
     assert after["six"] == before["six"]
     assert after["image"] != before["image"]

@@ -11,6 +11,7 @@ import pytest
 
 from sparkimg.build.bounds import Overrides, derive
 from sparkimg.errors import EnvelopeError, SpecError, UsageError
+from sparkimg.events import Collected
 from sparkimg.formats import kernels
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.serving import CacheMismatchError, cache_args
@@ -113,8 +114,8 @@ def test_the_image_label_round_trips(tmp_path: Path) -> None:
 
 
 def test_events_parse_worker_lines_and_keep_the_rest() -> None:
-    seen: list[tuple[str, str]] = []
-    events = Events(lambda kind, name, _fields: seen.append((kind, name)))
+    seen = Collected()
+    events = Events(seen, total=1)
     for line in ["ninja: building", EVENT + json.dumps({"event": "env", "flashinfer": "0.7"}),
                  EVENT + json.dumps({"event": "module", "name": "page", "index": 0}),
                  EVENT + json.dumps({"event": "failed", "name": "page", "error": "nvcc: boom"}), EVENT + "{broken"]:
@@ -123,7 +124,8 @@ def test_events_parse_worker_lines_and_keep_the_rest() -> None:
     assert events.status == {"page": "failed"}
     assert events.errors == ["page: nvcc: boom"]
     assert events.tail == ["ninja: building"]
-    assert seen == [("log", ""), ("env", ""), ("module", "page"), ("failed", "page")]
+    assert [(e.kind.value, e.layer) for e in seen.events] == [("log", None), ("status", None), ("done", "page")]
+    assert seen.events[-1].figures["status"] == "failed" and seen.events[-1].message == "prewarm [1/1] page: failed"
 
 
 # -- a synthetic cache: one module whose .so holds a cubin for sm_121 --------------------------

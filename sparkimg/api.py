@@ -1,0 +1,388 @@
+"""The pipeline API: one function per user task, each returning a typed result.
+
+The CLI parses arguments, calls one of these and renders what it returns; tests and the
+nightly job call them directly. Stages report progress as typed events to ``report``.
+Heavy modules (the engine, signing, HTTP) are imported by the task that needs them, so
+``sparkimg --version`` and a no-op build stay cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import EngineError, UsageError
+from .events import Event, Kind, Phase, Reporter, silent
+
+if TYPE_CHECKING:
+    from .build.bounds import Budget, Overrides
+    from .build.image import BuildResult
+    from .engine import Engine
+    from .fetch import Fetched
+    from .lock import Lock
+    from .patches import SumProblem
+    from .plan import Plan
+    from .prewarm.targets import Target
+    from .prewarm.verify import Report as CacheReport
+    from .prewarm.warm import Events as PrewarmEvents
+    from .prewarm.warm import Result as PrewarmResult
+    from .receipts.emit import Emitted
+    from .receipts.runargs import RunArgs
+    from .receipts.verify import Report as ReceiptReport
+    from .signing.dsse import Envelope
+    from .signing.keys import PrivateKey
+    from .spec import Spec
+    from .store import Store
+
+
+def _store(root: Path | None) -> Store:
+    from .store import Store
+
+    return Store(root)
+
+
+def load(spec_path: Path) -> Spec:
+    """The validated spec at ``spec_path`` (SpecError lists every problem)."""
+    from .spec import load_spec
+
+    return load_spec(spec_path)
+
+
+def locked(spec: Spec) -> Lock:
+    """The spec's lock, loaded and checked against the spec and the disk."""
+    from . import lock as lock_mod
+
+    lock = lock_mod.load(spec)
+    lock_mod.check(spec, lock)
+    return lock
+
+
+# -- check, lock, fetch, plan ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checked:
+    spec: Spec
+    lock: Literal["absent", "current"]
+
+
+def check(spec_path: Path) -> Checked:
+    """Validate a spec, and its lock when there is one; run nothing."""
+    from . import lock as lock_mod
+
+    spec = load(spec_path)
+    if not lock_mod.lock_path(spec).exists():
+        return Checked(spec, "absent")
+    locked(spec)
+    return Checked(spec, "current")
+
+
+def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (),
+         report: Reporter = silent) -> Lock:
+    """Resolve every mutable reference and write ``SPEC.lock.json``."""
+    from . import lock as lock_mod
+
+    spec = load(spec_path)
+    previous = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
+    model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, report=report)
+    return lock_mod.write(spec, model)
+
+
+def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
+    """Fetch every locked input into the store and pull the base by digest."""
+    from .engine import Engine
+    from .fetch import fetch as fetch_inputs
+
+    spec = load(spec_path)
+    return fetch_inputs(spec, locked(spec), _store(store), Engine.connect(), report=report)
+
+
+@dataclass(frozen=True)
+class Planned:
+    plan: Plan
+    image_id: str | None
+
+
+def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Planned:
+    """Each layer's key, whether it is built, and what changed since the last build. Without an
+    engine the image shows as to build."""
+    from .build.image import built_image
+    from .engine import Engine
+    from .plan import compute, image_key
+
+    spec = load(spec_path)
+    lock = locked(spec)
+    try:
+        engine = Engine.connect()
+    except EngineError as exc:
+        report(Event(Phase.PLAN, f"no engine ({exc.message}); the image layer shows as to build", kind=Kind.WARNING))
+        image_id = None
+    else:
+        image_id = built_image(engine, spec, image_key(spec, lock))
+    return Planned(compute(spec, lock, _store(store), image_built=image_id is not None), image_id)
+
+
+# -- build -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What ``sparkimg build`` takes besides the spec."""
+
+    overrides: Overrides | None = None
+    key: Path | None = None
+    receipt: Path | None = None
+    record_host: bool = False
+    prewarm: Path | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    result: BuildResult
+    receipt: Emitted
+    prewarm: PrewarmResult | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.result.to_json(), "receipt": str(self.receipt.path), "signed": self.receipt.signed,
+                "prewarm": self.prewarm.to_json() if self.prewarm else None}
+
+
+def signing_key(path: Path | None) -> PrivateKey | None:
+    """The key a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
+    from .signing.keys import KEY_ENV, load_private
+
+    chosen = path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
+    return load_private(chosen) if chosen else None
+
+
+def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Path | None = None,
+          report: Reporter = silent) -> Built:
+    """Fetch, compile in bounds, audit, assemble; then prewarm (when asked) and write the receipt."""
+    from . import lock as lock_mod
+    from .build.bounds import Overrides, derive
+    from .build.image import build as build_image
+    from .engine import Engine
+    from .prewarm.runner import runner_for
+    from .prewarm.targets import target_of_spec
+    from .prewarm.warm import prewarm as warm
+    from .prewarm.warm import receipt_entry
+    from .receipts.emit import emit
+
+    spec = load(spec_path)
+    lock = lock_mod.load(spec)
+    overrides = options.overrides or Overrides()
+    key = signing_key(options.key)
+    the_store = _store(store)
+    engine = Engine.connect()
+    result = build_image(spec, lock, the_store, engine, overrides, report=report)
+    warmed = None
+    if options.prewarm is not None:
+        target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
+        budget = derive(target.kernels.bounds, overrides, layer="prewarm")
+        runner = runner_for("image", target, engine=engine, budget=budget)
+        warmed = warm(target, runner, options.prewarm, budget, key, report)
+    emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
+                   prewarm=receipt_entry(warmed) if warmed else None)
+    result.receipt = str(emitted.path)
+    if emitted.signed:
+        report(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
+                     + ("" if emitted.written else " (unchanged)")))
+    else:
+        report(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
+                     "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
+    return Built(result, emitted, warmed)
+
+
+# -- keys, patches, receipts -----------------------------------------------------------
+
+
+def keygen(prefix: Path, *, force: bool = False) -> PrivateKey:
+    """Write an ECDSA P-256 key pair: ``PREFIX.key`` (0600) and ``PREFIX.pub``."""
+    from .signing.keys import generate
+
+    return generate(prefix, force=force)
+
+
+def patches_pin(folder: Path) -> dict[str, dict[str, str]]:
+    """Write a patch set's MD5SUMS and SHA256SUMS; return each file's digests."""
+    from . import patches
+
+    return patches.pin(folder)
+
+
+def patches_check(folder: Path) -> tuple[dict[str, dict[str, str]], list[SumProblem]]:
+    """A patch set's files against its sums files: (files, mismatches)."""
+    from . import patches
+
+    return patches.check(folder)
+
+
+@dataclass(frozen=True)
+class ReceiptRequest:
+    receipt: Path
+    key: Path
+    recipe: Path | None = None
+    image: str | None = None
+    patches: Path | None = None
+    rehash: bool = False
+
+
+def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> ReceiptReport:
+    """Check a receipt against the key, a recipe, the image and the patch files, stage by stage."""
+    from .receipts.verify import Request, local_image_of, verify
+    from .signing.keys import load_public
+
+    checked = Request(request.receipt, load_public(request.key), request.recipe, request.image, request.patches,
+                      request.rehash)
+    return verify(checked, store=_store(store), local_image=local_image_of)
+
+
+@dataclass(frozen=True)
+class Shown:
+    envelope: Envelope
+    signature: str
+    statement: dict[str, Any]
+    facts: dict[str, Any]
+
+
+def show_receipt(receipt: Path, key: Path | None = None) -> Shown:
+    """A receipt's statement and dotted fields, and its signature's state when ``key`` is given."""
+    from .formats.statement import facts, load
+    from .signing import dsse
+    from .signing.keys import load_public
+
+    envelope = dsse.read(receipt)
+    signature = "not checked (pass --key)"
+    if key:
+        why = envelope.check_signature(load_public(key))
+        signature = "valid" if why is None else f"INVALID: {why}"
+    data = load(envelope.payload, str(receipt))
+    return Shown(envelope, signature, data, facts(data))
+
+
+def run_args(receipt: Path, root: Path, key: Path | None = None, cache: Path | None = None) -> RunArgs:
+    """The ``docker run`` arguments a receipt implies: read-only patch mounts and a warmed cache."""
+    from .receipts.runargs import run_args as receipt_args
+    from .signing.keys import load_public
+
+    return receipt_args(receipt, root, load_public(key) if key else None, cache)
+
+
+# -- prewarm ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrewarmRequest:
+    """Which image's kernel set (exactly one of spec, image, receipt) and where it compiles."""
+
+    cache: Path | None
+    spec: Path | None = None
+    image: str | None = None
+    receipt: Path | None = None
+    runner: Literal["image", "host"] = "image"
+    python: str | None = None
+    image_id: str | None = None
+    overrides: Overrides | None = None
+
+
+@dataclass(frozen=True)
+class PrewarmSetup:
+    target: Target
+    budget: Budget
+    engine: Engine | None
+
+
+def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
+    from .build.bounds import Overrides, derive
+    from .engine import Engine
+    from .prewarm import targets
+
+    if request.runner != "host" and (request.image_id or request.python):
+        raise UsageError("--image-id and --python go with --runner host",
+                         hint="inside an image, sparkimg records the image's own ID and uses its own Python")
+    engine: Engine | None = None
+    if request.spec is not None and request.runner == "host":
+        target = targets.on_host(targets.target_of_spec(load(request.spec)), request.image_id)
+    else:
+        engine = Engine.connect()
+        if request.spec is not None:
+            target = targets.for_built_spec(load(request.spec), engine)
+        elif request.receipt is not None:
+            target = targets.for_receipt(request.receipt, engine)
+        elif request.image is not None:
+            target = targets.for_image(request.image, engine)
+        else:
+            raise UsageError("name the image: --spec, --image or --receipt")
+        if request.runner == "host":
+            target = targets.on_host(target, request.image_id)
+    budget = derive(target.kernels.bounds, request.overrides or Overrides(), layer="prewarm")
+    return PrewarmSetup(target, budget, engine)
+
+
+def prewarm_list(request: PrewarmRequest, *, report: Reporter = silent) -> tuple[Target, PrewarmEvents]:
+    """Resolve the kernel set where it will run; compile nothing."""
+    from .prewarm.runner import runner_for
+    from .prewarm.warm import list_modules
+
+    setup = _prewarm_setup(request)
+    runner = runner_for(request.runner, setup.target, engine=setup.engine, budget=setup.budget,
+                        python=request.python)
+    return setup.target, list_modules(setup.target, runner, report)
+
+
+def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporter = silent) -> PrewarmResult:
+    """Compile the kernel set into ``request.cache`` and write its (signed) manifest."""
+    from ._units import format_size
+    from .prewarm.runner import runner_for
+    from .prewarm.warm import prewarm as warm
+
+    if request.cache is None:
+        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    setup = _prewarm_setup(request)
+    runner = runner_for(request.runner, setup.target, engine=setup.engine, budget=setup.budget,
+                        python=request.python)
+    signer = signing_key(key)
+    target, budget = setup.target, setup.budget
+    where = target.image_ref or f"this Python ({request.python or sys.executable})"
+    report(Event(Phase.PREWARM, f"prewarm {len(target.kernels.modules)} modules for {where}: {budget.jobs} job(s), "
+                 f"memory {format_size(budget.memory)}" + (", network none" if request.runner == "image" else
+                                                          ", no cgroup bound (host runner)"),
+                 figures={"modules": len(target.kernels.modules), "jobs": budget.jobs, "memory": budget.memory}))
+    result = warm(target, runner, request.cache, budget, signer, report)
+    if signer is None:
+        report(Event(Phase.PREWARM, f"{result.manifest} is NOT signed; pass --key or set SPARKIMG_KEY",
+                     kind=Kind.WARNING))
+    return result
+
+
+def prewarm_verify(request: PrewarmRequest, key: Path, *, quick: bool = False,
+                   archs: Sequence[str] = ()) -> CacheReport:
+    """Check a cache against its signed manifest and the image (``quick``: signature and sizes)."""
+    from .prewarm.runner import HostRunner, compile_path
+    from .prewarm.verify import Expect, verify
+    from .signing.keys import load_public
+    from .spec import Arch
+
+    if request.cache is None:
+        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    target = _prewarm_setup(request).target
+    host = request.runner == "host"
+    # In an image, the image ID stands for its FlashInfer; a host Python is asked.
+    flashinfer = HostRunner(request.python or sys.executable).flashinfer_version() if host and not quick else None
+    expect = Expect(tuple(Arch(a) for a in archs) if archs else target.archs, target.image_id, flashinfer,
+                    compile_path(request.runner, request.cache))
+    return verify(request.cache, load_public(key), expect, quick=quick)
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+
+def doctor() -> list[dict[str, Any]]:
+    """What this machine can do: engine, cgroups, memory, nvcc, GPU, store."""
+    from .doctor import diagnose
+
+    return diagnose()

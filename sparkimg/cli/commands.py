@@ -1,0 +1,259 @@
+"""One handler per subcommand: turn the arguments into one ``sparkimg.api`` call, render the
+result (a table and lines for a person, one JSON object with ``--json``), return the exit code.
+No pipeline logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+
+from .. import api
+from .._units import format_size
+from ..build.bounds import Overrides
+from ..errors import UsageError
+from ..events import Reporter
+from . import render
+
+
+def _reporter(args: argparse.Namespace) -> Reporter:
+    return render.reporter(json_logs=args.json_logs, quiet=getattr(args, "quiet", False))
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any]) -> bool:
+    """Print ``data`` as JSON when ``--json`` was given; True when it was."""
+    if args.json:
+        render.print_json(data)
+    return bool(args.json)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    checked = api.check(args.spec)
+    if not _emit(args, {"ok": True, "spec": str(args.spec), "name": checked.spec.name, "lock": checked.lock}):
+        render.line(f"{args.spec}: ok ({len(checked.spec.layers)} layers; lock {checked.lock})")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    written = api.lock(args.spec, store=args.store, update=args.update, report=_reporter(args))
+    model = written.model
+    sources = {name: {f: v[f] for f in ("kind", "commit", "sha256") if f in v}
+               for name, v in ((n, pin.to_json()) for n, pin in model.sources.items())}
+    data = {"lock": str(written.path), "digest": written.digest, "base": model.base.to_json(), "sources": sources}
+    if not _emit(args, data):
+        render.line(f"wrote {written.path} ({written.digest[:19]})")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    fetched = api.fetch(args.spec, store=args.store, report=_reporter(args))
+    if not _emit(args, {"blobs": fetched.blobs, "patches": fetched.patch_blobs, "base": fetched.base_tag}):
+        render.line(f"fetched {len(fetched.blobs)} sources and {len(fetched.patch_blobs)} patch sets; "
+                    f"base {fetched.base_tag}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    planned = api.plan(args.spec, store=args.store, report=_reporter(args))
+    plan = planned.plan
+    if _emit(args, {"image": {"reference": plan.image_ref, "id": planned.image_id}, "receipt": None,
+                    "layers": [layer.to_json() for layer in plan.layers]}):
+        return 0
+    rows: list[list[str | Text]] = [[layer.name, layer.kind, layer.key[:16],
+             render.state("cached", "green") if layer.cached else render.state("to build", "yellow"),
+             ", ".join(layer.changed) or "-"] for layer in plan.layers]
+    render.table(f"{plan.spec.name}: {plan.image_ref}", ["layer", "kind", "key", "state", "changed since last build"],
+                 rows)
+    return 0
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    return Overrides(args.memory, args.cpus, getattr(args, "cpuset", None), args.pids, args.reserve,
+                     args.cgroup_parent)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm)
+    built = api.build(args.spec, options, store=args.store, report=_reporter(args))
+    result = built.result
+    if _emit(args, built.to_json()):
+        return 0
+    if not result.built:
+        render.line(f"{result.image_ref}: up to date, nothing built ({result.image_id})")
+        return 0
+    render.line(f"built {result.image_ref} ({result.image_id}); rebuilt: {', '.join(result.built)}")
+    for name, record in result.records.items():
+        if name in result.built:
+            m = record.metrics
+            peak = format_size(m.peak_memory) if m.peak_memory else "?"
+            render.line(f"  {name}: wall {m.wall_s:.1f} s, cpu {m.cpu_s or 0:.1f} s, peak {peak}, jobs {record.jobs}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    checks = api.doctor()
+    ok = all(c["ok"] or not c["required"] for c in checks)
+    if not _emit(args, {"ok": ok, "checks": checks}):
+        rows: list[list[str | Text]] = [[c["name"], render.state("ok", "green") if c["ok"] else
+                 render.state("missing", "red") if c["required"] else render.state("warn", "yellow"), c["detail"]]
+                for c in checks]
+        render.table("sparkimg doctor", ["check", "state", "detail"], rows)
+    return 0 if ok else 1
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    key = api.keygen(args.out, force=args.force)
+    files = {"private": f"{args.out}.key", "public": f"{args.out}.pub"}
+    if not _emit(args, {"keyid": key.keyid, **files}):
+        render.line(f"wrote {files['private']} (mode 0600) and {files['public']}; keyid {key.keyid}")
+    return 0
+
+
+def cmd_patches(args: argparse.Namespace) -> int:
+    if args.action == "pin":
+        files = api.patches_pin(args.dir)
+        if not _emit(args, {"dir": str(args.dir), "files": files}):
+            noun = "file" if len(files) == 1 else "files"
+            render.line(f"wrote {args.dir}/MD5SUMS and {args.dir}/SHA256SUMS ({len(files)} {noun})")
+        return 0
+    files, problems = api.patches_check(args.dir)
+    if not _emit(args, {"dir": str(args.dir), "ok": not problems, "files": files,
+                        "problems": [p.to_json() for p in problems]}):
+        for problem in problems:
+            render.mismatch("mismatch", f"{args.dir}/{problem}")
+        noun = "file" if len(files) == 1 else "files"
+        render.line(f"{args.dir}: {len(files)} {noun} " + ("match MD5SUMS and SHA256SUMS" if not problems
+                                                           else f"with {len(problems)} mismatches"))
+    return 0 if not problems else 1
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 40 else text[:23] + "…" + text[-8:]
+
+
+def cmd_verify_receipt(args: argparse.Namespace) -> int:
+    request = api.ReceiptRequest(args.receipt, args.key, args.recipe, args.image, args.patches, args.rehash)
+    report = api.verify_receipt(request, store=args.store)
+    if _emit(args, report.to_json()):
+        return report.exit_code
+    rows: list[list[str | Text]] = [[c.stage, c.field, _short(c.expected), _short(c.found),
+             render.state("ok", "green") if c.ok else render.state("MISMATCH", "red")] for c in report.checks]
+    render.table(f"verify-receipt {args.receipt}", ["stage", "field", "expected", "found", ""], rows, fold=True)
+    if report.ok:
+        render.line(("ok", "green"), f": {len(report.checks)} checks passed")
+    else:
+        for reason in report.reasons():
+            render.mismatch("mismatch", reason)
+        skipped = f"; not checked: {', '.join(report.skipped)}" if report.skipped else ""
+        render.error_text(f"verify-receipt failed at {report.failed}{skipped}")
+    return report.exit_code
+
+
+def cmd_show_receipt(args: argparse.Namespace) -> int:
+    shown = api.show_receipt(args.receipt, args.key)
+    signatures = shown.envelope.signatures
+    if _emit(args, {"signature": shown.signature, "keyids": [s.keyid for s in signatures], "facts": shown.facts,
+                    "statement": shown.statement}):
+        return 0
+    run = shown.statement["predicate"]["runDetails"]
+    metadata = run.get("metadata") or {}
+    render.line((f"{shown.facts['image.reference']}", "bold"), f"  {shown.facts['image.id']}")
+    render.line(f"signature: {shown.signature}; keyids: {', '.join(s.keyid[:16] for s in signatures) or 'none'}")
+    render.line(f"built {metadata.get('startedOn', '?')} -> {metadata.get('finishedOn', '?')} by "
+                f"{run['builder']['id']} ({metadata.get('invocationId', '?')})")
+    rows = [[name, value if isinstance(value, str) else json.dumps(value)]
+            for name, value in sorted(shown.facts.items())]
+    render.table("pinned inputs and fields", ["field", "value"], rows, fold=True)
+    layers = []
+    for item in run.get("byproducts") or []:
+        if not item["name"].startswith("layer:"):
+            continue
+        notes, metrics = item["annotations"], item["annotations"]["metrics"]
+        peak = format_size(metrics["peak_memory"]) if metrics.get("peak_memory") else "?"
+        sms = sorted({sm for r in notes["audit"] for sm in r.get("sm", [])})
+        layers.append([item["name"].removeprefix("layer:"), notes["key"][:16], f"{metrics['wall_s']:.1f} s",
+                       f"{metrics.get('cpu_s') or 0:.1f} s", peak, ", ".join(f"sm_{s}" for s in sms) or "-"])
+    render.table("layers", ["layer", "key", "wall", "cpu", "peak memory", "audit"], layers)
+    return 0
+
+
+def cmd_run_args(args: argparse.Namespace) -> int:
+    result = api.run_args(args.receipt, args.root, args.key, args.cache)
+    if not _emit(args, result.to_json()):
+        print(shlex.join(result.args()))
+    return 0
+
+
+def _prewarm_request(args: argparse.Namespace) -> api.PrewarmRequest:
+    return api.PrewarmRequest(args.cache, args.spec, args.image, args.receipt, args.runner, args.python,
+                              args.image_id, _overrides(args))
+
+
+def cmd_prewarm(args: argparse.Namespace) -> int:
+    if args.quick and not args.verify:
+        raise UsageError("--quick goes with --verify", hint="sparkimg prewarm ... --verify --quick --key PUB")
+    if not args.list and args.cache is None:
+        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    if args.verify:
+        return _prewarm_verify(args)
+    if args.list:
+        return _prewarm_list(args)
+    result = api.prewarm(_prewarm_request(args), args.key, report=_reporter(args))
+    if not _emit(args, result.to_json()):
+        compiled = sum(1 for m in result.modules if m["status"] == "compiled")
+        render.line(f"{result.manifest}: {len(result.modules)} modules ({compiled} compiled, "
+                    f"{len(result.modules) - compiled} cached) in {result.seconds:.1f} s")
+    return 0
+
+
+def _prewarm_list(args: argparse.Namespace) -> int:
+    target, events = api.prewarm_list(_prewarm_request(args), report=_reporter(args))
+    if _emit(args, {"flashinfer": events.env.get("flashinfer"), "workspace": events.env.get("workspace"),
+                    "modules": events.modules}):
+        return 0
+    rows = []
+    for m in events.modules:
+        arguments = ", ".join([*map(json.dumps, m["args"]), *(f"{k}={json.dumps(v)}" for k, v in m["kwargs"].items())])
+        rows.append([m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-",
+                     "yes: FlashInfer loads its own" if m["aot"] else "-"])
+    render.table(f"kernel set: {len(events.modules)} modules, FlashInfer {events.env.get('flashinfer')}, "
+                 f"{target.arch_list}", ["module name", "generator", "arguments", "AOT"], rows, fold=True,
+                 caption=f"each library: CACHE/{events.env.get('workspace')}/cached_ops/NAME/NAME.so")
+    return 0
+
+
+def _prewarm_verify(args: argparse.Namespace) -> int:
+    if args.key is None:
+        raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
+    report = api.prewarm_verify(_prewarm_request(args), args.key, quick=args.quick, archs=args.arch or ())
+    if not _emit(args, report.to_json()):
+        for problem in report.problems:
+            render.mismatch(problem["check"], problem["message"])
+        mode = "quick " if args.quick else ""
+        verdict = render.state("ok", "green") if report.ok else render.state(f"{len(report.problems)} problem(s)",
+                                                                             "red")
+        render.line(f"{args.cache}: {mode}verify ", (verdict.plain, str(verdict.style)),
+                    f": {report.files} files; checked {', '.join(report.checked)}; {report.seconds * 1000:.0f} ms")
+    return 0 if report.ok else 1
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "check": cmd_check,
+    "lock": cmd_lock,
+    "fetch": cmd_fetch,
+    "plan": cmd_plan,
+    "build": cmd_build,
+    "doctor": cmd_doctor,
+    "keygen": cmd_keygen,
+    "patches": cmd_patches,
+    "verify-receipt": cmd_verify_receipt,
+    "show-receipt": cmd_show_receipt,
+    "run-args": cmd_run_args,
+    "prewarm": cmd_prewarm,
+}

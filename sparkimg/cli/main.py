@@ -1,0 +1,32 @@
+"""``main``: parse, run one handler, and turn errors into exit codes (the only place that does).
+
+Only argparse is imported before the arguments are parsed, so ``sparkimg --version`` and
+``--help`` cost a few tens of milliseconds; a handler imports what its task needs.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Sequence
+
+from ..errors import SparkimgError
+from .parser import parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from . import commands, render
+
+    try:
+        return commands.HANDLERS[args.command](args)
+    except SparkimgError as exc:
+        if args.debug:
+            traceback.print_exc()
+        if getattr(args, "json", False):
+            print(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
+        render.error(exc, json_logs=args.json_logs)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        render.error_text("interrupted; nothing half-written was kept")
+        return 130

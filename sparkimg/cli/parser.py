@@ -1,0 +1,139 @@
+"""The argument parser: one subcommand per user task, each with an example from ``EXAMPLES``.
+
+Imports nothing heavy: ``--version`` and ``--help`` never load the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import __version__
+from .._units import parse_size
+
+EXAMPLES = {
+    "check": "sparkimg check layers/demo.yaml",
+    "lock": "sparkimg lock layers/demo.yaml            # or: --update six --update base",
+    "fetch": "sparkimg fetch layers/demo.yaml",
+    "plan": "sparkimg plan layers/demo.yaml --json",
+    "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
+    "doctor": "sparkimg doctor --json",
+    "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
+    "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
+    "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
+                      "--recipe layers/demo.recipe.yaml --image sparkimg/demo:KEY --patches patches/demo",
+    "show-receipt": "sparkimg show-receipt receipts/demo/KEY.receipt.json --key demo.pub",
+    "run-args": "docker run --rm $(sparkimg run-args receipts/demo/KEY.receipt.json) sparkimg/demo:KEY",
+    "prewarm": "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --key demo.key && "
+               "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --verify --key demo.pub",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="sparkimg",
+        description="Reproducible, signed, cgroup-bounded vLLM image builds for DGX Spark (GB10).",
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument("--version", action="version", version=f"sparkimg {__version__}")
+    root.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    root.add_argument("--json-logs", action="store_true",
+                        help="report progress as one JSON object per event on stderr (phase, layer, message, figures)")
+    root.add_argument("--store", type=Path, help="content-addressed store (default: $SPARKIMG_STORE or "
+                        "~/.cache/sparkimg)")
+    sub = root.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_text: str, *, spec: bool = True, json_flag: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           epilog=f"example:\n  {EXAMPLES[name]}", formatter_class=argparse.RawDescriptionHelpFormatter)
+        if spec:
+            p.add_argument("spec", type=Path, metavar="SPEC", help="the layer spec (YAML)")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        return p
+
+    command("check", "validate a spec (and its lock, if present) without running anything")
+    p = command("lock", "resolve every mutable reference and write SPEC.lock.json")
+    p.add_argument("--update", action="append", default=[], metavar="NAME",
+                   help="re-resolve this input (a source, 'base', 'toolchain' or 'all'); repeatable")
+    command("fetch", "fetch every locked input into the store and pull the base by digest")
+    command("plan", "show each layer's cache key, whether it is built, and what changed")
+    p = command("build", "build the image: fetch, bounded compiles, assembly")
+    p.add_argument("--memory", type=_size, help="memory bound per compile container (overrides the spec)")
+    p.add_argument("--cpus", type=float, help="CPU bound per compile container")
+    p.add_argument("--cpuset", help="CPUs the compile containers may use, e.g. 0-7")
+    p.add_argument("--pids", type=int, help="pid limit per compile container")
+    p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
+    p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for every build container")
+    p.add_argument("--quiet", action="store_true", help="do not stream compile output")
+    p.add_argument("--key", type=Path, help="sign the receipt with this private key (default: $SPARKIMG_KEY); "
+                   "without one the receipt is written unsigned and says so")
+    p.add_argument("--receipt", type=Path, help="where to write the receipt "
+                   "(default: receipts/NAME/KEY.receipt.json under the spec's root)")
+    p.add_argument("--record-host", action="store_true", help="record this machine's host name in the receipt")
+    p.add_argument("--prewarm", type=Path, metavar="DIR", help="then prewarm the spec's FlashInfer kernel set "
+                   "into DIR inside the new image, and record its manifest in the receipt")
+    p = command("keygen", "write an ECDSA P-256 signing key pair: PREFIX.key (0600) and PREFIX.pub", spec=False)
+    p.add_argument("--out", type=Path, required=True, metavar="PREFIX", help="path prefix of the two files")
+    p.add_argument("--force", action="store_true", help="replace existing files")
+    p = command("patches", "pin a patch set (write MD5SUMS and SHA256SUMS) or check it against them", spec=False)
+    p.add_argument("action", choices=("pin", "check"))
+    p.add_argument("dir", type=Path, metavar="DIR", help="the patch set folder (holding mounts.txt)")
+    p = command("verify-receipt", "check a signed receipt against the key, a recipe, the image and the patch "
+                "files; exit 0 ok, 1 mismatch, 2 bad input", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key (PEM)")
+    p.add_argument("--recipe", type=Path, help="a sparkimg-recipe/v1 or sparkring-recipe/v1 file")
+    p.add_argument("--image", metavar="REF", help="an image in the local engine, or in a registry")
+    p.add_argument("--patches", type=Path, metavar="DIR", help="a patch set folder to check file by file")
+    p.add_argument("--rehash", action="store_true",
+                   help="also re-hash, in parallel, the store's copy of every input and output the receipt names")
+    p = command("show-receipt", "render a receipt for a person", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--key", type=Path, metavar="PUB", help="check the signature with this public key")
+    p = command("run-args", "print the docker run arguments a receipt implies (read-only patch mounts, and a "
+                "prewarmed cache)", spec=False)
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--root", type=Path, default=Path("."), help="folder the receipt's patch paths are under "
+                   "(default: the current folder)")
+    p.add_argument("--key", type=Path, metavar="PUB", help="refuse unless the receipt is signed by this key")
+    p.add_argument("--cache", type=Path, metavar="DIR", help="a prewarmed FlashInfer cache for this image: "
+                   "mount it read-only and set the environment it was compiled with")
+    p = command("prewarm", "compile the FlashInfer JIT modules an image needs into a cache folder, with a signed "
+                "manifest; or --list them, or --verify a cache (exit 0 ok, 1 mismatch, 2 bad input)", spec=False)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--spec", type=Path, metavar="SPEC", help="the spec's kernel set, for the image it builds")
+    which.add_argument("--image", metavar="REF", help="an image built by sparkimg (its kernel set is in a label)")
+    which.add_argument("--receipt", type=Path, metavar="R", help="the image a receipt names")
+    p.add_argument("--cache", type=Path, metavar="DIR", help="the cache folder (FLASHINFER_WORKSPACE_BASE)")
+    p.add_argument("--runner", choices=("image", "host"), default="image",
+                   help="compile inside the image (default) or in a Python environment on this machine")
+    p.add_argument("--python", default=None, metavar="PY",
+                   help="with --runner host: the serving environment's interpreter (default: this one)")
+    p.add_argument("--image-id", metavar="ID", help="with --runner host: the image this environment is, "
+                   "recorded in (or checked against) the manifest")
+    p.add_argument("--key", type=Path, help="sign the manifest with this private key (default: $SPARKIMG_KEY); "
+                   "with --verify: the trusted public key")
+    p.add_argument("--list", action="store_true", help="resolve and show the kernel set; compile nothing")
+    p.add_argument("--verify", action="store_true", help="check the cache against its manifest and the image")
+    p.add_argument("--quick", action="store_true", help="with --verify: the signature and file sizes only")
+    p.add_argument("--arch", action="append", metavar="ARCH",
+                   help="with --verify: the architecture the cache must serve (default: the spec's or image's)")
+    p.add_argument("--memory", type=_size, help="memory bound of the prewarm container (overrides the spec)")
+    p.add_argument("--cpus", type=float, help="CPU bound of the prewarm container")
+    p.add_argument("--pids", type=int, help="pid limit of the prewarm container")
+    p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
+    p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for the prewarm container")
+    p.add_argument("--quiet", action="store_true", help="do not stream compile output")
+    command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
+    return root
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 16g or 512m") from None
+
+

@@ -1,0 +1,323 @@
+"""The lock (``sparkimg-lock/v1``): every mutable reference of a spec, resolved once.
+
+One frozen model per entry kind; ``LockFile.from_json`` validates types and shapes and
+names the field that is wrong, ``to_json`` gives back the exact JSON that was read. No
+I/O here: ``sparkimg.lock`` resolves, writes, loads and checks locks against the disk.
+docs/lock.md is the reference for every field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import LockError
+
+SCHEMA = "sparkimg-lock/v1"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class _Reader:
+    """Typed field access on one JSON object; a wrong field is a LockError naming it."""
+
+    def __init__(self, data: Any, where: str, path: str) -> None:
+        if not isinstance(data, dict):
+            raise LockError(f"{where}: {path or '(top level)'} must be an object, not {type(data).__name__}",
+                            hint="re-create it with `sparkimg lock`")
+        self.data, self.where, self.path = data, where, path
+
+    def _fail(self, key: str, what: str) -> LockError:
+        dotted = f"{self.path}.{key}" if self.path else key
+        return LockError(f"{self.where}: {dotted} must be {what}, found {self.data.get(key)!r}",
+                         hint="re-create it with `sparkimg lock`")
+
+    def text(self, key: str) -> str:
+        value = self.data.get(key)
+        if not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string or null")
+        return value
+
+    def count(self, key: str) -> int:
+        value = self.data.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self._fail(key, "a non-negative integer")
+        return value
+
+    def digest(self, key: str) -> str:
+        value = self.text(key)
+        if not _DIGEST.match(value):
+            raise self._fail(key, "a sha256:HEX digest")
+        return value
+
+    def obj(self, key: str) -> _Reader:
+        return _Reader(self.data.get(key), self.where, f"{self.path}.{key}" if self.path else key)
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.data.get(key)
+        if not isinstance(value, dict):
+            raise self._fail(key, "an object")
+        return value
+
+    def items(self, key: str) -> list[Any]:
+        value = self.data.get(key)
+        if not isinstance(value, list):
+            raise self._fail(key, "a list")
+        return value
+
+
+@dataclass(frozen=True)
+class BasePin:
+    """The base image: the spec entry it was resolved for, and its digests."""
+
+    spec: Mapping[str, str | None]
+    repository: str
+    tag: str | None
+    index_digest: str | None
+    manifest_digest: str
+    config_digest: str
+    media_type: str | None
+    platform: str
+
+    @property
+    def reference(self) -> str:
+        """``repository[:tag]`` as a person reads it."""
+        return self.repository + (f":{self.tag}" if self.tag else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec": dict(self.spec), "repository": self.repository, "tag": self.tag,
+                "index_digest": self.index_digest, "manifest_digest": self.manifest_digest,
+                "config_digest": self.config_digest, "media_type": self.media_type, "platform": self.platform}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> BasePin:
+        return cls(dict(r.mapping("spec")), r.text("repository"), r.opt_str("tag"), r.opt_str("index_digest"),
+                   r.digest("manifest_digest"), r.digest("config_digest"), r.opt_str("media_type"),
+                   r.text("platform"))
+
+
+@dataclass(frozen=True)
+class GitPin:
+    """A git source: branch or tag resolved to a commit, with its tree and commit time."""
+
+    spec: Mapping[str, Any]
+    url: str
+    ref: str | None
+    commit: str
+    tree: str
+    committed: int
+    kind: Literal["git"] = "git"
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """What a compile layer's output depends on."""
+        return {"commit": self.commit, "tree": self.tree}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "git", "url": self.url, "ref": self.ref, "commit": self.commit, "tree": self.tree,
+                "committed": self.committed, "spec": dict(self.spec)}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> GitPin:
+        return cls(dict(r.mapping("spec")), r.text("url"), r.opt_str("ref"), r.text("commit"), r.text("tree"),
+                   r.count("committed"))
+
+
+@dataclass(frozen=True)
+class PypiPin:
+    """A PyPI wheel: the file pip chose, where it came from, and its sha256."""
+
+    spec: Mapping[str, Any]
+    package: str
+    version: str
+    filename: str
+    url: str
+    sha256: str
+    kind: Literal["pypi"] = "pypi"
+
+    @property
+    def identity(self) -> dict[str, str]:
+        return {"sha256": self.sha256}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "pypi", "package": self.package, "version": self.version, "filename": self.filename,
+                "url": self.url, "sha256": self.sha256, "spec": dict(self.spec)}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> PypiPin:
+        return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), r.text("filename"), r.text("url"),
+                   r.text("sha256"))
+
+
+@dataclass(frozen=True)
+class TreeFile:
+    """One file of a local folder source."""
+
+    sha256: str
+    md5: str
+    executable: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "md5": self.md5, "executable": self.executable}
+
+
+@dataclass(frozen=True)
+class PathPin:
+    """A local folder: its path under the spec's root, one digest over it, and its files."""
+
+    path: str
+    sha256: str
+    files: Mapping[str, TreeFile]
+    kind: Literal["path"] = "path"
+
+    @property
+    def identity(self) -> dict[str, str]:
+        return {"sha256": self.sha256}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "path", "path": self.path, "sha256": self.sha256,
+                "files": {name: f.to_json() for name, f in self.files.items()}}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> PathPin:
+        files = {}
+        for name, item in r.mapping("files").items():
+            f = _Reader(item, r.where, f"{r.path}.files.{name}")
+            files[str(name)] = TreeFile(f.text("sha256"), f.text("md5"), bool(item.get("executable")))
+        return cls(r.text("path"), r.text("sha256"), files)
+
+
+SourcePin = GitPin | PypiPin | PathPin
+
+
+@dataclass(frozen=True)
+class PatchFilePin:
+    """One patch file: where it goes in the container, its size and both digests."""
+
+    file: str
+    mount: str
+    size: int
+    md5: str
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "mount": self.mount, "size": self.size, "md5": self.md5, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class PatchSetPin:
+    """A patch set: its folder under the root, bake or mount, and its files."""
+
+    dir: str
+    mode: Literal["bake", "mount"]
+    files: tuple[PatchFilePin, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dir": self.dir, "mode": self.mode, "files": [f.to_json() for f in self.files]}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> PatchSetPin:
+        mode = r.text("mode")
+        if mode not in ("bake", "mount"):
+            raise r._fail("mode", "'bake' or 'mount'")
+        files = []
+        for index, item in enumerate(r.items("files")):
+            f = _Reader(item, r.where, f"{r.path}.files[{index}]")
+            files.append(PatchFilePin(f.text("file"), f.text("mount"), f.count("size"), f.text("md5"),
+                                      f.text("sha256")))
+        return cls(r.text("dir"), mode, tuple(files))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ToolchainPin:
+    """Where nvcc comes from; for a host toolkit, its path, version and binary hash."""
+
+    cuda: Literal["base", "host"]
+    path: str | None = None
+    resolved: str | None = None
+    nvcc_version: str | None = None
+    nvcc_build: str | None = None
+    nvcc_sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.cuda == "base":
+            return {"cuda": "base"}
+        return {"cuda": "host", "path": self.path, "resolved": self.resolved, "nvcc_version": self.nvcc_version,
+                "nvcc_build": self.nvcc_build, "nvcc_sha256": self.nvcc_sha256}
+
+    @classmethod
+    def from_json(cls, r: _Reader) -> ToolchainPin:
+        cuda = r.text("cuda")
+        if cuda == "base":
+            return cls("base")
+        if cuda != "host":
+            raise r._fail("cuda", "'base' or 'host'")
+        return cls("host", r.text("path"), r.text("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),
+                   r.text("nvcc_sha256"))
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A whole lock, as written by ``sparkimg lock``."""
+
+    generator: str
+    spec_file: str
+    spec_digest: str
+    created: str
+    platform: str
+    cuda_architectures: tuple[str, ...]
+    source_date_epoch: int
+    base: BasePin
+    sources: Mapping[str, SourcePin]
+    patches: Mapping[str, PatchSetPin]
+    toolchain: ToolchainPin
+    schema: str = field(default=SCHEMA)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "generator": self.generator,
+            "spec": {"file": self.spec_file, "digest": self.spec_digest},
+            "created": self.created,
+            "platform": self.platform,
+            "cuda_architectures": list(self.cuda_architectures),
+            "source_date_epoch": self.source_date_epoch,
+            "base": self.base.to_json(),
+            "sources": {name: pin.to_json() for name, pin in self.sources.items()},
+            "patches": {name: pin.to_json() for name, pin in self.patches.items()},
+            "toolchain": self.toolchain.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> LockFile:
+        """Validate ``data`` as a lock; every problem is a LockError naming ``where`` and the field."""
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise LockError(f"{where}: not a {SCHEMA} lock", hint="re-create it with `sparkimg lock`")
+        r = _Reader(data, where, "")
+        spec = r.obj("spec")
+        archs = r.items("cuda_architectures")
+        if not all(isinstance(a, str) for a in archs):
+            raise r._fail("cuda_architectures", "a list of strings")
+        sources: dict[str, SourcePin] = {}
+        for name in r.mapping("sources"):
+            entry = r.obj("sources").obj(name)
+            kind = entry.data.get("kind")
+            if kind == "git":
+                sources[str(name)] = GitPin.from_json(entry)
+            elif kind == "pypi":
+                sources[str(name)] = PypiPin.from_json(entry)
+            elif kind == "path":
+                sources[str(name)] = PathPin.from_json(entry)
+            else:
+                raise entry._fail("kind", "'git', 'pypi' or 'path'")
+        patches = {str(name): PatchSetPin.from_json(r.obj("patches").obj(name)) for name in r.mapping("patches")}
+        return cls(r.text("generator"), spec.text("file"), spec.digest("digest"), r.text("created"), r.text("platform"),
+                   tuple(archs), r.count("source_date_epoch"), BasePin.from_json(r.obj("base")), sources, patches,
+                   ToolchainPin.from_json(r.obj("toolchain")))

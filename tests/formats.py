@@ -1,0 +1,67 @@
+"""Builders for sparkimg's formats, made from the models themselves: one place for every test
+that needs a lock, a layer record or a kernel label, so a renamed field breaks here first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sparkimg.formats.lock import (
+    BasePin,
+    LockFile,
+    PatchFilePin,
+    PatchSetPin,
+    PathPin,
+    PypiPin,
+    ToolchainPin,
+    TreeFile,
+)
+from sparkimg.formats.record import LayerRecord, Metrics, Output
+from sparkimg.lock import Lock
+
+DIGEST = "sha256:" + "1" * 64
+
+
+def lock_file(*, platform: str = "linux/arm64") -> LockFile:
+    """A complete lock for a spec with a path source ``kernel``, a wheel ``six`` and a patch set ``demo``."""
+    return LockFile(
+        generator="sparkimg test",
+        spec_file="keys.yaml",
+        spec_digest="sha256:" + "a" * 64,
+        created="2026-12-03T00:00:00Z",
+        platform=platform,
+        cuda_architectures=("12.1a",),
+        source_date_epoch=1700000000,
+        base=BasePin({"image": "r:t", "digest": None}, "r", "t", None, DIGEST, "sha256:" + "2" * 64,
+                     "application/vnd.oci.image.manifest.v1+json", platform),
+        sources={
+            "kernel": PathPin("kernel", "3" * 64, {"build_wheel.py": TreeFile("c" * 64, "d" * 32, False)}),
+            "six": PypiPin({"pypi": "six", "version": "1.16.0", "sha256": None, "filename": None}, "six", "1.16.0",
+                           "six-1.16.0-py2.py3-none-any.whl", "https://files.example/six.whl", "4" * 64),
+        },
+        patches={"demo": PatchSetPin("patches/demo", "bake", (PatchFilePin("a.py", "/a.py", 3, "e" * 32, "5" * 64),))},
+        toolchain=ToolchainPin("host", "/usr/local/cuda", "/usr/local/cuda-13.0", "13.0, V13.0.88", "cuda_13.0",
+                               "6" * 64),
+    )
+
+
+def lock_json(**kwargs: Any) -> dict[str, Any]:
+    """``lock_file`` as the JSON a lock file holds, for tests that edit it field by field."""
+    return lock_file(**kwargs).to_json()
+
+
+def loaded(data: dict[str, Any], digest: str = DIGEST) -> Lock:
+    """A lock as ``sparkimg.lock.load`` returns it, validated by the model."""
+    return Lock(LockFile.from_json(data, "test.lock.json"), digest, Path("test.lock.json"))
+
+
+def layer_record(*, key: str = "f" * 64, wheels: int = 1) -> LayerRecord:
+    return LayerRecord(
+        layer="kernel", key=key,
+        outputs=tuple(Output(f"kernel-{i}-py3-none-any.whl", f"{i}" * 64, 1000 + i) for i in range(wheels)),
+        metrics=Metrics(3.1, 2.9, 222 << 20),
+        budget={"memory": 2 << 30, "cpus": None, "cpuset": None, "pids": 4096, "jobs": 2, "job_memory": 1 << 30,
+                "cgroup_parent": None, "reserve": None, "mem_available": None},
+        audit=({"file": "kernel.whl!k.so", "sm": [121], "missing": []},),
+        finished="2026-12-03T00:00:00Z",
+    )
