@@ -19,6 +19,7 @@ import yaml
 from . import _yamlpos
 from ._units import parse_size
 from .errors import SpecError, UsageError
+from .jit_catalogue import DOTTED_GENERATOR, GENERATORS
 from .patches import numbered_lines
 
 SCHEMA = "sparkimg/v1"
@@ -54,21 +55,6 @@ COMPILE_KEYS = (
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
 MODULE_KEYS = ("generator", "args", "kwargs")
-# Short names for FlashInfer's JIT module generators (flashinfer.jit.*); any other
-# generator is written out in full with ``generator:``.
-GENERATORS = {
-    "activation": "flashinfer.jit.activation.gen_act_and_mul_module",
-    "norm": "flashinfer.jit.norm.gen_norm_module",
-    "page": "flashinfer.jit.page.gen_page_module",
-    "sampling": "flashinfer.jit.sampling.gen_sampling_module",
-    "rope": "flashinfer.jit.rope.gen_rope_module",
-    "topk": "flashinfer.jit.topk.gen_topk_module",
-    "cascade": "flashinfer.jit.cascade.gen_cascade_module",
-    "decode": "flashinfer.jit.attention.gen_batch_decode_module",
-    "prefill": "flashinfer.jit.attention.gen_batch_prefill_module",
-    "mla": "flashinfer.jit.attention.gen_batch_mla_module",
-}
-_GENERATOR = re.compile(r"^flashinfer(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 PATCH_KEYS = ("name", "dir", "mode")
 
 DEFAULT_MEMORY = 8 << 30
@@ -806,7 +792,7 @@ def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
         c.keys(entry, MODULE_KEYS, path)
         where = path
     generator = entry["generator"]
-    if not isinstance(generator, str) or not _GENERATOR.match(generator):
+    if not isinstance(generator, str) or not DOTTED_GENERATOR.match(generator):
         c.problem((*path, "generator"), f"{generator!r} must be a dotted FlashInfer function, "
                   "e.g. flashinfer.jit.norm.gen_norm_module")
         return None
