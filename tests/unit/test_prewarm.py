@@ -13,6 +13,7 @@ from sparkimg.build.bounds import Overrides, derive
 from sparkimg.errors import EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
 from sparkimg.formats import kernels
+from sparkimg.jit_catalogue import GENERATORS
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.serving import CacheMismatchError, cache_args
 from sparkimg.prewarm.targets import target_of_label, target_of_spec
@@ -20,7 +21,7 @@ from sparkimg.prewarm.verify import Expect, verify
 from sparkimg.prewarm.warm import Events, split_jobs
 from sparkimg.prewarm.worker import EVENT
 from sparkimg.signing.keys import PrivateKey, generate
-from sparkimg.spec import GENERATORS, KernelModule, load_spec
+from sparkimg.spec import KernelModule, load_spec
 from tests.unit.test_audit import entry, fatbin
 from tests.unit.test_spec_errors import GOOD
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from sparkimg.errors import SpecError
 from sparkimg.spec import load_spec
+from sparkimg.spec.sections import TOP_KEYS
 
 GOOD = """\
 schema: sparkimg/v1
@@ -131,9 +133,29 @@ CASES: list[tuple[str, str, str, str]] = [
 ]
 
 
-def test_corpus_is_large_enough() -> None:
-    assert len(CASES) >= 30
-    assert len({c[0] for c in CASES}) == len(CASES)
+def test_each_case_names_the_file_a_line_and_a_field(project: Callable[[str], Path]) -> None:
+    """The problem each case expects says where: ``FILE:LINE: FIELD: message``, with a line of
+    the file, at or below the top-level key the field sits under, and a field of the spec (or
+    the key the case misspelt)."""
+    for case, old, new, expected in CASES:
+        text = GOOD.replace(old, new, 1)
+        path = project(text)
+        with pytest.raises(SpecError) as info:
+            load_spec(path)
+        matching = [p.strip() for p in info.value.problems if expected in p]
+        assert matching, f"{case}: no problem contains {expected!r}"
+        for problem in matching:
+            where = re.match(rf"{re.escape(str(path))}:(\d+): ([^\s:]+|\(syntax\)): \S", problem)
+            assert where, f"{case}: {problem!r} does not start FILE:LINE: FIELD: "
+            line, field = int(where.group(1)), where.group(2)
+            lines = text.splitlines()
+            assert 1 <= line <= len(lines), f"{case}: line {line} is not in the file"
+            if field == "(syntax)":
+                continue
+            top = re.split(r"[.\[]", field)[0]
+            written = [n for n, t in enumerate(lines, start=1) if t.startswith(f"{top}:")]
+            assert top in TOP_KEYS or written, f"{case}: {field!r} is not a field of the spec"
+            assert not written or line >= written[0], f"{case}: line {line} is above '{top}:'"
 
 
 def test_good_spec_loads(project: Callable[[str], Path]) -> None:

@@ -1,41 +1,56 @@
-"""The layer spec (``sparkimg/v1``): frozen models and the one loader that validates them.
+"""Validation of each spec section, from the parsed document into the frozen models.
 
-Everything is checked before anything runs. Every problem names the file, the line and
-the field, and says how to fix it; all problems are reported at once.
+Pure: nothing here touches the filesystem. What validation needs from the build tree
+(the root folder, paths inside it, a patch set's ``mounts.txt``) comes through a ``Disk``
+passed in (``disk.BuildTree`` reads the real one), so a spec can be checked where the
+build tree is absent.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePath
+from typing import Any, Protocol
 
-import yaml
+from .._units import parse_size
+from ..jit_catalogue import DOTTED_GENERATOR, GENERATORS
+from .checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
+from .model import (
+    ARCH_TEXT,
+    DEFAULT_JOB_MEMORY,
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS,
+    SCHEMA,
+    VARIABLE,
+    VARIABLES,
+    Arch,
+    BaseImage,
+    Bounds,
+    CompileLayer,
+    GitSource,
+    KernelModule,
+    KernelSet,
+    Layer,
+    PatchFile,
+    PatchSet,
+    PathSource,
+    PypiSource,
+    Source,
+    Spec,
+    Toolchain,
+    WheelLayer,
+    dotted_arch,
+)
 
-from . import _yamlpos
-from ._units import parse_size
-from .errors import SpecError, UsageError
-from .patches import numbered_lines
-
-SCHEMA = "sparkimg/v1"
-PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_ARCH = re.compile(r"^(\d+)\.(\d)([af]?)$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX = re.compile(r"^[0-9a-f]{4,39}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_MD5 = re.compile(r"^[0-9a-f]{32}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXACT_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
 _PLATFORM = re.compile(r"^linux/(amd64|arm64)$")
-# ``{name}`` is a sparkimg variable; ``${name}`` belongs to the shell and is left alone.
-VARIABLE = re.compile(r"(?<![$\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
-VARIABLES = ("cuda_arch", "cuda_arch_space", "sm_targets", "gencode", "jobs")
 RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.", "dev.sparkimg.")
 
 TOP_KEYS = (
@@ -54,345 +69,29 @@ COMPILE_KEYS = (
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
 MODULE_KEYS = ("generator", "args", "kwargs")
-# Short names for FlashInfer's JIT module generators (flashinfer.jit.*); any other
-# generator is written out in full with ``generator:``.
-GENERATORS = {
-    "activation": "flashinfer.jit.activation.gen_act_and_mul_module",
-    "norm": "flashinfer.jit.norm.gen_norm_module",
-    "page": "flashinfer.jit.page.gen_page_module",
-    "sampling": "flashinfer.jit.sampling.gen_sampling_module",
-    "rope": "flashinfer.jit.rope.gen_rope_module",
-    "topk": "flashinfer.jit.topk.gen_topk_module",
-    "cascade": "flashinfer.jit.cascade.gen_cascade_module",
-    "decode": "flashinfer.jit.attention.gen_batch_decode_module",
-    "prefill": "flashinfer.jit.attention.gen_batch_prefill_module",
-    "mla": "flashinfer.jit.attention.gen_batch_mla_module",
-}
-_GENERATOR = re.compile(r"^flashinfer(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 PATCH_KEYS = ("name", "dir", "mode")
 
-DEFAULT_MEMORY = 8 << 30
-DEFAULT_PIDS = 4096
-DEFAULT_JOB_MEMORY = 2 << 30
 
+class Disk(Protocol):
+    """What validation needs from the build tree. Each method records its own problems
+    and returns None for a path it refuses."""
 
-@dataclass(frozen=True)
-class Arch:
-    """A CUDA architecture as written (``12.1a``) with its SM forms."""
+    def root(self, written: str, c: Checker) -> Path | None:
+        """The spec's root: ``written`` (relative) resolved against the spec's folder."""
 
-    text: str
+    def inside(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        """``written`` (relative) resolved inside ``root``; one that escapes it or is absent is refused."""
 
-    @property
-    def sm(self) -> int:
-        """The SM number a fatbin records (121 for 12.1a)."""
-        major, minor, _ = _ARCH.match(self.text).groups()  # type: ignore[union-attr]
-        return int(major) * 10 + int(minor)
+    def folder(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        """As ``inside``, and it must be a folder."""
 
-    @property
-    def suffix(self) -> str:
-        return _ARCH.match(self.text).group(3)  # type: ignore[union-attr]
+    def patch_files(self, folder: Path, path: KeyPath, c: Checker) -> tuple[PatchFile, ...] | None:
+        """The patch files of a patch set folder and where each is mounted (its ``mounts.txt``)."""
 
-    @property
-    def code(self) -> str:
-        """``121a``: what follows ``sm_`` and ``compute_``."""
-        return f"{self.sm}{self.suffix}"
 
-
-_SM_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
-
-
-def dotted_arch(text: str) -> str | None:
-    """``12.1a`` from ``12.1a``, ``sm_121a``, ``compute_121a`` or ``121a``; None for anything else."""
-    if _ARCH.match(text):
-        return text
-    forms = _SM_FORMS.match(text)
-    return f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}" if forms else None
-
-
-def split_reference(reference: str) -> tuple[str, str | None, str | None]:
-    """``repo[:tag][@digest]`` -> (repository, tag, digest); a port is not a tag."""
-    ref, _, digest = reference.partition("@")
-    last = ref.rsplit("/", 1)[-1]
-    if ":" in last:
-        repository, tag = ref.rsplit(":", 1)
-        return repository, tag, digest or None
-    return ref, None, digest or None
-
-
-@dataclass(frozen=True)
-class BaseImage:
-    """The base image: a reference (registry/repository[:tag]) and an optional pinned digest."""
-
-    reference: str
-    digest: str | None
-
-    @property
-    def repository(self) -> str:
-        return split_reference(self.reference)[0]
-
-    @property
-    def tag(self) -> str | None:
-        return split_reference(self.reference)[1]
-
-
-@dataclass(frozen=True)
-class GitSource:
-    name: str
-    url: str
-    ref: str | None
-    commit: str | None
-    kind: Literal["git"] = "git"
-
-
-@dataclass(frozen=True)
-class PypiSource:
-    name: str
-    package: str
-    version: str
-    sha256: str | None
-    filename: str | None
-    kind: Literal["pypi"] = "pypi"
-
-
-@dataclass(frozen=True)
-class PathSource:
-    name: str
-    path: Path
-    written: str
-    kind: Literal["path"] = "path"
-
-
-Source = GitSource | PypiSource | PathSource
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """Where nvcc comes from: the base image, or a host toolkit mounted read-only."""
-
-    cuda: Literal["base", "host"]
-    path: str | None
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The cgroup bounds of one compile container (data, never derived from the host)."""
-
-    memory: int
-    cpus: float | None
-    cpuset: str | None
-    pids: int
-    job_memory: int
-
-
-@dataclass(frozen=True)
-class CompileLayer:
-    name: str
-    source: str
-    command: str
-    env: Mapping[str, str]
-    outputs: str
-    bounds: Bounds
-    kind: Literal["compile"] = "compile"
-
-
-@dataclass(frozen=True)
-class WheelLayer:
-    name: str
-    source: str
-    kind: Literal["wheel"] = "wheel"
-
-
-Layer = CompileLayer | WheelLayer
-
-
-@dataclass(frozen=True)
-class PatchFile:
-    file: str
-    mount: str
-
-
-@dataclass(frozen=True)
-class PatchSet:
-    """A folder of patch files, each with the container path it goes to (``mounts.txt``)."""
-
-    name: str
-    dir: Path
-    written: str
-    mode: Literal["bake", "mount"]
-    files: tuple[PatchFile, ...]
-
-
-Scalar = str | int | float | bool | None
-
-
-@dataclass(frozen=True)
-class KernelModule:
-    """One FlashInfer JIT module: its generator and the arguments it is called with.
-
-    A string argument ``torch.NAME`` (e.g. ``torch.bfloat16``) is passed as that torch
-    attribute; FlashInfer's attention generators take dtypes.
-    """
-
-    generator: str
-    args: tuple[Scalar, ...] = ()
-    kwargs: Mapping[str, Scalar] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"generator": self.generator, "args": list(self.args), "kwargs": dict(sorted(self.kwargs.items()))}
-
-
-@dataclass(frozen=True)
-class KernelSet:
-    """The JIT modules ``sparkimg prewarm`` compiles, and the bounds it compiles them in."""
-
-    modules: tuple[KernelModule, ...]
-    bounds: Bounds
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Spec:
-    path: Path
-    digest: str
-    name: str
-    image: str
-    root: Path
-    platform: str
-    cuda_architectures: tuple[Arch, ...]
-    base: BaseImage
-    toolchain: Toolchain
-    sources: Mapping[str, Source]
-    layers: tuple[Layer, ...]
-    patches: tuple[PatchSet, ...]
-    env: Mapping[str, str]
-    labels: Mapping[str, str]
-    prewarm: KernelSet | None = None
-    placeholders: tuple[str, ...] = field(default=())
-
-    def source(self, name: str) -> Source:
-        return self.sources[name]
-
-    def variables(self, jobs: int | None = None) -> dict[str, str]:
-        """Values of the ``{name}`` variables in commands and env."""
-        archs = self.cuda_architectures
-        values = {
-            "cuda_arch": ";".join(a.text for a in archs),
-            "cuda_arch_space": " ".join(a.text for a in archs),
-            "sm_targets": ",".join(f"sm_{a.code}" for a in archs),
-            "gencode": " ".join(f"-gencode arch=compute_{a.code},code=sm_{a.code}" for a in archs),
-        }
-        if jobs is not None:
-            values["jobs"] = str(jobs)
-        return values
-
-
-def substitute(template: str, values: Mapping[str, str]) -> str:
-    """Replace ``{name}`` variables; ``{{``/``}}`` and ``${shell}`` are left for the shell."""
-    return VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
-
-
-class _Checker:
-    """Collects problems as ``file:line: field: message``; never stops at the first."""
-
-    def __init__(self, display: str, located: _yamlpos.Located) -> None:
-        self.display = display
-        self.located = located
-        self.problems: list[str] = []
-        self.placeholders: list[str] = []
-
-    def problem(self, path: _yamlpos.Path, message: str) -> None:
-        line = self.located.line(path)
-        self.problems.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
-
-    def keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], path: _yamlpos.Path) -> None:
-        for key in value:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
-                self.problem((*path, str(key)), f"unknown key; {hint}")
-
-    def mapping(self, value: Any, path: _yamlpos.Path, what: str) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            self.problem(path, f"must be a mapping ({what}), not {_type(value)}")
-            return None
-        return value
-
-    def string(
-        self, value: Mapping[str, Any], key: str, path: _yamlpos.Path, *, required: bool,
-        hint: str = "",
-    ) -> str | None:
-        if key not in value or value[key] is None:
-            if required:
-                self.problem((*path, key), f"is required{'; ' + hint if hint else ''}")
-            return None
-        item = value[key]
-        if not isinstance(item, str) or not item.strip():
-            quote = "; quote it so YAML keeps it as text" if isinstance(item, (int, float)) else ""
-            self.problem((*path, key), f"must be a non-empty string, not {_type(item)}{quote}")
-            return None
-        match = PLACEHOLDER.match(item)
-        if match:
-            line = self.located.line((*path, key))
-            self.placeholders.append(
-                f"{self.display}:{line}: {_yamlpos.dotted((*path, key))}: {match.group(1)}"
-            )
-            return None
-        return item
-
-
-def _type(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def load_spec(path: str | Path, *, allow_placeholders: bool = False) -> Spec:
-    """Load and fully validate a spec file; raise ``SpecError`` listing every problem.
-
-    Placeholders (``<operator: what to supply>``) are problems too, unless
-    ``allow_placeholders`` is set (then they are returned in ``Spec.placeholders``
-    and the fields holding them are left unset in the model).
-    """
-    spec_path = Path(path)
-    display = str(path)
-    try:
-        raw = spec_path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{display}: no such spec file", hint="pass the path of a YAML layer spec") from None
-    except OSError as exc:
-        raise UsageError(f"{display}: cannot read: {exc.strerror}") from None
-    try:
-        located = _yamlpos.load(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SpecError(display, [f"{display}:1: (file): not UTF-8 text"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(display, [f"{display}:{line}: (syntax): {problem}; fix the YAML syntax"]) from None
-    check = _Checker(display, located)
-    for dup_path, line in located.duplicates:
-        check.problems.append(
-            f"{display}:{line}: {_yamlpos.dotted(dup_path)}: duplicate key; keep one of them"
-        )
-    data = located.data
-    if not isinstance(data, dict):
-        check.problem((), f"the spec must be a YAML mapping, not {_type(data)}")
-        raise SpecError(display, check.problems)
-    spec = _build(spec_path, raw, data, check)
-    problems = list(check.problems)
-    if check.placeholders and not allow_placeholders:
-        problems.append(
-            f"{display}: {len(check.placeholders)} value(s) must be supplied by the operator "
-            "(replace each '<operator: ...>' placeholder):"
-        )
-        problems.extend(f"  {p}" for p in check.placeholders)
-    if problems or spec is None:
-        raise SpecError(display, problems or [f"{display}:1: (top level): invalid spec"])
-    return spec
-
-
-def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Spec | None:
+def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest: str) -> Spec | None:
+    """The spec in ``data``, or None when ``c`` recorded a problem. ``path`` and ``digest``
+    are the spec file's, as the loader read it."""
     c.keys(data, TOP_KEYS, ())
     schema = data.get("schema")
     if schema != SCHEMA:
@@ -404,16 +103,16 @@ def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Sp
     image = c.string(data, "image", (), required=False)
     if image is not None and not re.match(r"^[a-z0-9][a-z0-9._/:-]*$", image):
         c.problem(("image",), f"'{image}' is not a valid image repository; use e.g. 'sparkimg/demo'")
-    root = _root(spec_path, data, c)
+    root = _root(data, c, disk)
     platform = c.string(data, "platform", (), required=True, hint="add 'platform: linux/arm64' for GB10")
     if platform is not None and platform != "native" and not _PLATFORM.match(platform):
         c.problem(("platform",), f"'{platform}' is not supported; use linux/arm64 (GB10), linux/amd64 or native")
     archs = _archs(data, c)
     base = _base(data, c)
     toolchain = _toolchain(data, c)
-    sources = _sources(data, c, root)
+    sources = _sources(data, c, root, disk)
     layers = _layers(data, c, sources)
-    patches = _patches(data, c, root, {layer.name for layer in layers})
+    patches = _patches(data, c, root, {layer.name for layer in layers}, disk)
     env = _str_map(data, "env", (), c, env_keys=True)
     labels = _str_map(data, "labels", (), c, env_keys=False)
     for key in labels:
@@ -425,8 +124,8 @@ def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Sp
         return None
     assert name and platform and base and toolchain and root
     return Spec(
-        path=spec_path.resolve(),
-        digest="sha256:" + hashlib.sha256(raw).hexdigest(),
+        path=path,
+        digest=digest,
         name=name,
         image=image or f"sparkimg/{name}",
         root=root,
@@ -444,43 +143,31 @@ def _build(spec_path: Path, raw: bytes, data: dict[str, Any], c: _Checker) -> Sp
     )
 
 
-def _root(spec_path: Path, data: dict[str, Any], c: _Checker) -> Path | None:
+def _root(data: dict[str, Any], c: Checker, disk: Disk) -> Path | None:
     written = data.get("root", ".")
     if not isinstance(written, str):
-        c.problem(("root",), f"must be a relative folder such as '..', not {_type(written)}")
+        c.problem(("root",), f"must be a relative folder such as '..', not {type_name(written)}")
         return None
-    if Path(written).is_absolute():
+    if PurePath(written).is_absolute():
         c.problem(("root",), "must be relative to the spec's folder (e.g. '..'), not absolute")
         return None
-    root = (spec_path.resolve().parent / written).resolve()
-    if not root.is_dir():
-        c.problem(("root",), f"'{written}' is not a folder next to the spec")
-        return None
-    return root
+    return disk.root(written, c)
 
 
-def _inside(root: Path | None, written: Any, path: _yamlpos.Path, c: _Checker) -> Path | None:
-    """Resolve a path relative to the root; refuse one that escapes it."""
+def _relative(root: Path | None, written: Any, path: KeyPath, c: Checker) -> str | None:
+    """``written`` when it is a relative path (for the disk to resolve inside the root)."""
     if root is None:
         return None
     if not isinstance(written, str) or not written:
-        c.problem(path, f"must be a path relative to the root, not {_type(written)}")
+        c.problem(path, f"must be a path relative to the root, not {type_name(written)}")
         return None
-    if Path(written).is_absolute():
+    if PurePath(written).is_absolute():
         c.problem(path, "must be relative to the spec's root, not absolute")
         return None
-    resolved = (root / written).resolve()
-    if not resolved.is_relative_to(root):
-        c.problem(path, f"'{written}' escapes the spec's root {root}; keep inputs inside it "
-                  "(or widen 'root')")
-        return None
-    if not resolved.exists():
-        c.problem(path, f"'{written}' does not exist under {root}")
-        return None
-    return resolved
+    return written
 
 
-def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
+def _archs(data: dict[str, Any], c: Checker) -> list[Arch]:
     value = data.get("cuda_architectures")
     path = ("cuda_architectures",)
     if value is None:
@@ -492,7 +179,7 @@ def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
     archs: list[Arch] = []
     for index, item in enumerate(value):
         text = str(item) if isinstance(item, (str, float)) else None
-        if text is None or not _ARCH.match(text):
+        if text is None or not ARCH_TEXT.match(text):
             dotted = dotted_arch(item) if isinstance(item, str) else None
             hint = f"; write '{dotted}'" if dotted else ""
             c.problem((*path, index), f"{item!r} is not a CUDA architecture like '12.1a'{hint}")
@@ -507,7 +194,7 @@ def _archs(data: dict[str, Any], c: _Checker) -> list[Arch]:
     return archs
 
 
-def _base(data: dict[str, Any], c: _Checker) -> BaseImage | None:
+def _base(data: dict[str, Any], c: Checker) -> BaseImage | None:
     if "base" not in data:
         c.problem(("base",), "is required; add base: {image: REGISTRY/REPO:TAG}")
         return None
@@ -540,7 +227,7 @@ def _base(data: dict[str, Any], c: _Checker) -> BaseImage | None:
     return base
 
 
-def _toolchain(data: dict[str, Any], c: _Checker) -> Toolchain | None:
+def _toolchain(data: dict[str, Any], c: Checker) -> Toolchain | None:
     value = c.mapping(data.get("toolchain", {"cuda": "base"}), ("toolchain",), "cuda and path")
     if value is None:
         return None
@@ -556,7 +243,7 @@ def _toolchain(data: dict[str, Any], c: _Checker) -> Toolchain | None:
         if cuda == "base":
             c.problem(("toolchain", "path"), "only applies to cuda: host; remove it or set cuda: host")
             return None
-        if not Path(path).is_absolute():
+        if not PurePath(path).is_absolute():
             c.problem(("toolchain", "path"), f"'{path}' must be an absolute host path such as /usr/local/cuda")
             return None
     if cuda == "host" and path is None:
@@ -564,11 +251,11 @@ def _toolchain(data: dict[str, Any], c: _Checker) -> Toolchain | None:
     return Toolchain(cuda, path)
 
 
-def _sources(data: dict[str, Any], c: _Checker, root: Path | None) -> dict[str, Source]:
+def _sources(data: dict[str, Any], c: Checker, root: Path | None, disk: Disk) -> dict[str, Source]:
     value = c.mapping(data.get("sources", {}), ("sources",), "name -> source")
     sources: dict[str, Source] = {}
     for name, item in (value or {}).items():
-        path: _yamlpos.Path = ("sources", str(name))
+        path: KeyPath = ("sources", str(name))
         if not isinstance(name, str) or not _NAME.match(name):
             c.problem(path, "source names use lower-case letters, digits, '.', '_', '-'")
             continue
@@ -582,13 +269,18 @@ def _sources(data: dict[str, Any], c: _Checker, root: Path | None) -> dict[str, 
             which = "none" if not kinds else " and ".join(kinds)
             c.problem(path, f"needs exactly one of git:, pypi:, path: (found {which})")
             continue
-        source = {"git": _git, "pypi": _pypi, "path": _path}[kinds[0]](name, entry, path, c, root)
+        if kinds[0] == "git":
+            source = _git(name, entry, path, c)
+        elif kinds[0] == "pypi":
+            source = _pypi(name, entry, path, c)
+        else:
+            source = _path(name, entry, path, c, root, disk)
         if source is not None:
             sources[name] = source
     return sources
 
 
-def _git(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+def _git(name: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> Source | None:
     c.keys(entry, GIT_KEYS, path)
     url = c.string(entry, "git", path, required=True)
     ref = c.string(entry, "ref", path, required=False)
@@ -608,7 +300,7 @@ def _git(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, roo
     return GitSource(name, url, ref, commit)
 
 
-def _pypi(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+def _pypi(name: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> Source | None:
     c.keys(entry, PYPI_KEYS, path)
     package = c.string(entry, "pypi", path, required=True)
     raw_version = entry.get("version")
@@ -632,18 +324,20 @@ def _pypi(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, ro
     return PypiSource(name, package, version, sha256, filename)
 
 
-def _path(name: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker, root: Path | None) -> Source | None:
+def _path(
+    name: str, entry: dict[str, Any], path: KeyPath, c: Checker, root: Path | None, disk: Disk
+) -> Source | None:
     c.keys(entry, PATH_KEYS, path)
-    resolved = _inside(root, entry.get("path"), (*path, "path"), c)
+    written = _relative(root, entry.get("path"), (*path, "path"), c)
+    if root is None or written is None:
+        return None
+    resolved = disk.folder(root, written, (*path, "path"), c)
     if resolved is None:
         return None
-    if not resolved.is_dir():
-        c.problem((*path, "path"), "must be a folder")
-        return None
-    return PathSource(name, resolved, str(entry["path"]))
+    return PathSource(name, resolved, written)
 
 
-def _layers(data: dict[str, Any], c: _Checker, sources: dict[str, Source]) -> list[Layer]:
+def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source]) -> list[Layer]:
     value = data.get("layers")
     if value is None:
         c.problem(("layers",), "is required; list at least one compile or wheel layer")
@@ -655,7 +349,7 @@ def _layers(data: dict[str, Any], c: _Checker, sources: dict[str, Source]) -> li
     names: set[str] = set()
     known_sources = data.get("sources") if isinstance(data.get("sources"), dict) else {}
     for index, item in enumerate(value):
-        path: _yamlpos.Path = ("layers", index)
+        path: KeyPath = ("layers", index)
         entry = c.mapping(item, path, "a layer")
         if entry is None:
             if item is None:
@@ -695,28 +389,28 @@ def _layers(data: dict[str, Any], c: _Checker, sources: dict[str, Source]) -> li
 
 
 def _layer_source(
-    name: str | None, path: _yamlpos.Path, c: _Checker, sources: dict[str, Source], known: dict[str, Any]
+    name: str | None, path: KeyPath, c: Checker, sources: dict[str, Source], known: dict[str, Any]
 ) -> Source | None:
     if name is None:
         return None
     if name in sources:
         return sources[name]
     if name not in known:
-        close = difflib.get_close_matches(name, list(known), n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "define it under sources:"
+        close = closest(name, known)
+        hint = f"did you mean '{close}'?" if close else "define it under sources:"
         c.problem(path, f"unknown source '{name}'; {hint}")
     return None
 
 
-def _compile(name: str, source: str, entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> CompileLayer | None:
+def _compile(name: str, source: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> CompileLayer | None:
     command = c.string(entry, "command", path, required=True,
                        hint="the shell command that writes wheels to /out")
     env = _str_map(entry, "env", path, c, env_keys=True)
     for key, text in [("command", command or ""), *[(f"env.{k}", v) for k, v in env.items()]]:
         for var in VARIABLE.findall(text):
             if var not in VARIABLES:
-                close = difflib.get_close_matches(var, VARIABLES, n=1)
-                hint = f"did you mean '{{{close[0]}}}'?" if close else f"known: {', '.join(VARIABLES)}"
+                close = closest(var, VARIABLES)
+                hint = f"did you mean '{{{close}}}'?" if close else f"known: {', '.join(VARIABLES)}"
                 field_path = (*path, *key.split(".", 1))
                 c.problem(field_path, f"unknown variable '{{{var}}}'; {hint} (write '${{{var}}}' for a shell variable)")
     outputs = entry.get("outputs", "*.whl")
@@ -728,7 +422,7 @@ def _compile(name: str, source: str, entry: dict[str, Any], path: _yamlpos.Path,
     return CompileLayer(name, source, command, env, str(outputs), bounds)
 
 
-def _bounds(entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> Bounds | None:
+def _bounds(entry: dict[str, Any], path: KeyPath, c: Checker) -> Bounds | None:
     sizes: dict[str, int] = {}
     ok = True
     for key, default in (("memory", DEFAULT_MEMORY), ("job_memory", DEFAULT_JOB_MEMORY)):
@@ -758,8 +452,8 @@ def _bounds(entry: dict[str, Any], path: _yamlpos.Path, c: _Checker) -> Bounds |
     return Bounds(sizes["memory"], float(cpus) if cpus is not None else None, cpuset, pids, sizes["job_memory"])
 
 
-def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
-    path: _yamlpos.Path = ("prewarm",)
+def _prewarm(data: dict[str, Any], c: Checker) -> KernelSet | None:
+    path: KeyPath = ("prewarm",)
     entry = c.mapping(data.get("prewarm"), path, "the FlashInfer JIT kernel set")
     if entry is None:
         return None
@@ -783,7 +477,7 @@ def _prewarm(data: dict[str, Any], c: _Checker) -> KernelSet | None:
     return KernelSet(tuple(m for m in modules if m is not None), bounds, env)
 
 
-def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
+def _module(item: Any, path: KeyPath, c: Checker) -> KernelModule | None:
     entry = c.mapping(item, path, "one JIT module, e.g. '- activation: silu'")
     if entry is None:
         if item is None:
@@ -792,8 +486,8 @@ def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
     if "generator" not in entry:
         # Short form ``KIND: ARGS``: a scalar is one argument, a list the arguments, a mapping keywords.
         if len(entry) != 1 or next(iter(entry)) not in GENERATORS:
-            close = difflib.get_close_matches(str(next(iter(entry), "")), list(GENERATORS), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"short forms: {', '.join(GENERATORS)}"
+            close = closest(str(next(iter(entry), "")), GENERATORS)
+            hint = f"did you mean '{close}'?" if close else f"short forms: {', '.join(GENERATORS)}"
             c.problem(path, f"names no known generator; {hint}, or write 'generator: flashinfer.jit.MODULE.FUNCTION'")
             return None
         kind, value = next(iter(entry.items()))
@@ -806,7 +500,7 @@ def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
         c.keys(entry, MODULE_KEYS, path)
         where = path
     generator = entry["generator"]
-    if not isinstance(generator, str) or not _GENERATOR.match(generator):
+    if not isinstance(generator, str) or not DOTTED_GENERATOR.match(generator):
         c.problem((*path, "generator"), f"{generator!r} must be a dotted FlashInfer function, "
                   "e.g. flashinfer.jit.norm.gen_norm_module")
         return None
@@ -816,12 +510,12 @@ def _module(item: Any, path: _yamlpos.Path, c: _Checker) -> KernelModule | None:
         return None
     bad = [v for v in [*args, *kwargs.values()] if not isinstance(v, (str, int, float, bool, type(None)))]
     if bad:
-        c.problem(where, f"arguments must be strings, numbers, booleans or null, not {_type(bad[0])}")
+        c.problem(where, f"arguments must be strings, numbers, booleans or null, not {type_name(bad[0])}")
         return None
     return KernelModule(generator, tuple(args), {str(k): v for k, v in kwargs.items()})
 
 
-def _str_map(data: Mapping[str, Any], key: str, path: _yamlpos.Path, c: _Checker, *, env_keys: bool) -> dict[str, str]:
+def _str_map(data: Mapping[str, Any], key: str, path: KeyPath, c: Checker, *, env_keys: bool) -> dict[str, str]:
     value = c.mapping(data.get(key, {}), (*path, key), "name -> string")
     out: dict[str, str] = {}
     for name, item in (value or {}).items():
@@ -830,7 +524,7 @@ def _str_map(data: Mapping[str, Any], key: str, path: _yamlpos.Path, c: _Checker
             c.problem(child, f"'{name}' is not a valid environment variable name")
             continue
         if not isinstance(item, str):
-            c.problem(child, f"must be a string, not {_type(item)}; quote it")
+            c.problem(child, f"must be a string, not {type_name(item)}; quote it")
             continue
         if PLACEHOLDER.match(item):
             c.string({str(name): item}, str(name), (*path, key), required=False)
@@ -839,14 +533,16 @@ def _str_map(data: Mapping[str, Any], key: str, path: _yamlpos.Path, c: _Checker
     return out
 
 
-def _patches(data: dict[str, Any], c: _Checker, root: Path | None, layer_names: set[str]) -> list[PatchSet]:
+def _patches(
+    data: dict[str, Any], c: Checker, root: Path | None, layer_names: set[str], disk: Disk
+) -> list[PatchSet]:
     value = data.get("patches", [])
     if not isinstance(value, list):
         c.problem(("patches",), "must be a list of patch sets")
         return []
     sets: list[PatchSet] = []
     for index, item in enumerate(value):
-        path: _yamlpos.Path = ("patches", index)
+        path: KeyPath = ("patches", index)
         entry = c.mapping(item, path, "a patch set")
         if entry is None:
             continue
@@ -860,48 +556,13 @@ def _patches(data: dict[str, Any], c: _Checker, root: Path | None, layer_names: 
             c.problem((*path, "mode"), f"must be 'bake' (copied into the image) or 'mount' "
                       f"(bind-mounted at run time), not {mode!r}")
             continue
-        folder = _inside(root, entry.get("dir"), (*path, "dir"), c)
+        written = _relative(root, entry.get("dir"), (*path, "dir"), c)
+        if root is None or written is None:
+            continue
+        folder = disk.inside(root, written, (*path, "dir"), c)
         if folder is None or name is None:
             continue
-        files = _mounts(folder, (*path, "dir"), c)
+        files = disk.patch_files(folder, (*path, "dir"), c)
         if files is not None:
-            sets.append(PatchSet(name, folder, str(entry["dir"]), mode, files))
+            sets.append(PatchSet(name, folder, written, mode, files))
     return sets
-
-
-def _mounts(folder: Path, path: _yamlpos.Path, c: _Checker) -> tuple[PatchFile, ...] | None:
-    """Read ``mounts.txt``: one ``FILE CONTAINER_PATH`` per line, ``#`` comments."""
-    mounts = folder / "mounts.txt"
-    if not mounts.is_file():
-        c.problem(path, f"{mounts} is missing; list each patch file and its container path there")
-        return None
-    files: list[PatchFile] = []
-    for number, line in numbered_lines(mounts):
-        where = f"{_shown(mounts)}:{number}"
-        if "<operator" in line:
-            c.placeholders.append(f"{where}: {line}")
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            c.problem(path, f"{where}: write 'FILE /container/path', one per line")
-            continue
-        file, target = parts
-        if "/" in file or file.startswith("."):
-            c.problem(path, f"{where}: '{file}' must be a plain file name inside {folder.name}/")
-            continue
-        if not target.startswith("/"):
-            c.problem(path, f"{where}: '{target}' must be an absolute container path")
-            continue
-        if not (folder / file).is_file():
-            c.placeholders.append(f"{where}: the patch file {folder / file} itself (not in the repository)")
-            continue
-        files.append(PatchFile(file, target))
-    return tuple(files)
-
-
-def _shown(path: Path) -> str:
-    """A path as the user would type it: relative to the working folder when inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

@@ -1,0 +1,70 @@
+"""The layer spec (``sparkimg/v1``): frozen models and the one loader that validates them.
+
+Everything is checked before anything runs. Every problem names the file, the line and
+the field, and says how to fix it; all problems are reported at once. ``model`` holds the
+models, ``checker`` collects problems, ``sections`` validates (pure), ``disk`` reads the
+build tree, ``load`` puts them together.
+"""
+
+from .checker import PLACEHOLDER, Checker
+from .load import load_spec
+from .model import (
+    DEFAULT_JOB_MEMORY,
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS,
+    SCHEMA,
+    VARIABLE,
+    VARIABLES,
+    Arch,
+    BaseImage,
+    Bounds,
+    CompileLayer,
+    GitSource,
+    KernelModule,
+    KernelSet,
+    Layer,
+    PatchFile,
+    PatchSet,
+    PathSource,
+    PypiSource,
+    Scalar,
+    Source,
+    Spec,
+    Toolchain,
+    WheelLayer,
+    dotted_arch,
+    split_reference,
+    substitute,
+)
+
+__all__ = [
+    "DEFAULT_JOB_MEMORY",
+    "DEFAULT_MEMORY",
+    "DEFAULT_PIDS",
+    "PLACEHOLDER",
+    "SCHEMA",
+    "VARIABLE",
+    "VARIABLES",
+    "Arch",
+    "BaseImage",
+    "Bounds",
+    "Checker",
+    "CompileLayer",
+    "GitSource",
+    "KernelModule",
+    "KernelSet",
+    "Layer",
+    "PatchFile",
+    "PatchSet",
+    "PathSource",
+    "PypiSource",
+    "Scalar",
+    "Source",
+    "Spec",
+    "Toolchain",
+    "WheelLayer",
+    "dotted_arch",
+    "load_spec",
+    "split_reference",
+    "substitute",
+]

@@ -1,0 +1,85 @@
+"""The spec checks that read the build tree: the root folder, paths inside it, patch sets.
+
+Apart from the pure section validation so that a spec can be checked without the build
+tree (on a serving node, say) by passing another ``sections.Disk`` instead of this one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..patches import numbered_lines
+from .checker import Checker, KeyPath
+from .model import PatchFile
+
+
+class BuildTree:
+    """The build tree around a spec file, read from disk (a ``sections.Disk``)."""
+
+    def __init__(self, spec_path: Path) -> None:
+        self.spec_path = spec_path
+
+    def root(self, written: str, c: Checker) -> Path | None:
+        root = (self.spec_path.resolve().parent / written).resolve()
+        if not root.is_dir():
+            c.problem(("root",), f"'{written}' is not a folder next to the spec")
+            return None
+        return root
+
+    def inside(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        """Resolve a path relative to the root; refuse one that escapes it."""
+        resolved = (root / written).resolve()
+        if not resolved.is_relative_to(root):
+            c.problem(path, f"'{written}' escapes the spec's root {root}; keep inputs inside it "
+                      "(or widen 'root')")
+            return None
+        if not resolved.exists():
+            c.problem(path, f"'{written}' does not exist under {root}")
+            return None
+        return resolved
+
+    def folder(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        resolved = self.inside(root, written, path, c)
+        if resolved is None:
+            return None
+        if not resolved.is_dir():
+            c.problem(path, "must be a folder")
+            return None
+        return resolved
+
+    def patch_files(self, folder: Path, path: KeyPath, c: Checker) -> tuple[PatchFile, ...] | None:
+        """Read ``mounts.txt``: one ``FILE CONTAINER_PATH`` per line, ``#`` comments."""
+        mounts = folder / "mounts.txt"
+        if not mounts.is_file():
+            c.problem(path, f"{mounts} is missing; list each patch file and its container path there")
+            return None
+        files: list[PatchFile] = []
+        for number, line in numbered_lines(mounts):
+            where = f"{_shown(mounts)}:{number}"
+            if "<operator" in line:
+                c.placeholders.append(f"{where}: {line}")
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                c.problem(path, f"{where}: write 'FILE /container/path', one per line")
+                continue
+            file, target = parts
+            if "/" in file or file.startswith("."):
+                c.problem(path, f"{where}: '{file}' must be a plain file name inside {folder.name}/")
+                continue
+            if not target.startswith("/"):
+                c.problem(path, f"{where}: '{target}' must be an absolute container path")
+                continue
+            if not (folder / file).is_file():
+                c.placeholders.append(f"{where}: the patch file {folder / file} itself (not in the repository)")
+                continue
+            files.append(PatchFile(file, target))
+        return tuple(files)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

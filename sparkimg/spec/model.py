@@ -1,0 +1,237 @@
+"""The layer spec's frozen models and the pure helpers on them.
+
+What the rest of sparkimg reads from a spec, with no I/O and no YAML: the loader
+(``load``) builds these, and the stages only ever see them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA = "sparkimg/v1"
+# A CUDA architecture as a spec writes it: ``12.1a``.
+ARCH_TEXT = re.compile(r"^(\d+)\.(\d)([af]?)$")
+_SM_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
+# ``{name}`` is a sparkimg variable; ``${name}`` belongs to the shell and is left alone.
+VARIABLE = re.compile(r"(?<![$\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+VARIABLES = ("cuda_arch", "cuda_arch_space", "sm_targets", "gencode", "jobs")
+
+DEFAULT_MEMORY = 8 << 30
+DEFAULT_PIDS = 4096
+DEFAULT_JOB_MEMORY = 2 << 30
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A CUDA architecture as written (``12.1a``) with its SM forms."""
+
+    text: str
+
+    @property
+    def sm(self) -> int:
+        """The SM number a fatbin records (121 for 12.1a)."""
+        major, minor, _ = ARCH_TEXT.match(self.text).groups()  # type: ignore[union-attr]
+        return int(major) * 10 + int(minor)
+
+    @property
+    def suffix(self) -> str:
+        return ARCH_TEXT.match(self.text).group(3)  # type: ignore[union-attr]
+
+    @property
+    def code(self) -> str:
+        """``121a``: what follows ``sm_`` and ``compute_``."""
+        return f"{self.sm}{self.suffix}"
+
+
+def dotted_arch(text: str) -> str | None:
+    """``12.1a`` from ``12.1a``, ``sm_121a``, ``compute_121a`` or ``121a``; None for anything else."""
+    if ARCH_TEXT.match(text):
+        return text
+    forms = _SM_FORMS.match(text)
+    return f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}" if forms else None
+
+
+def split_reference(reference: str) -> tuple[str, str | None, str | None]:
+    """``repo[:tag][@digest]`` -> (repository, tag, digest); a port is not a tag."""
+    ref, _, digest = reference.partition("@")
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository, tag = ref.rsplit(":", 1)
+        return repository, tag, digest or None
+    return ref, None, digest or None
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """The base image: a reference (registry/repository[:tag]) and an optional pinned digest."""
+
+    reference: str
+    digest: str | None
+
+    @property
+    def repository(self) -> str:
+        return split_reference(self.reference)[0]
+
+    @property
+    def tag(self) -> str | None:
+        return split_reference(self.reference)[1]
+
+
+@dataclass(frozen=True)
+class GitSource:
+    name: str
+    url: str
+    ref: str | None
+    commit: str | None
+    kind: Literal["git"] = "git"
+
+
+@dataclass(frozen=True)
+class PypiSource:
+    name: str
+    package: str
+    version: str
+    sha256: str | None
+    filename: str | None
+    kind: Literal["pypi"] = "pypi"
+
+
+@dataclass(frozen=True)
+class PathSource:
+    name: str
+    path: Path
+    written: str
+    kind: Literal["path"] = "path"
+
+
+Source = GitSource | PypiSource | PathSource
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where nvcc comes from: the base image, or a host toolkit mounted read-only."""
+
+    cuda: Literal["base", "host"]
+    path: str | None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The cgroup bounds of one compile container (data, never derived from the host)."""
+
+    memory: int
+    cpus: float | None
+    cpuset: str | None
+    pids: int
+    job_memory: int
+
+
+@dataclass(frozen=True)
+class CompileLayer:
+    name: str
+    source: str
+    command: str
+    env: Mapping[str, str]
+    outputs: str
+    bounds: Bounds
+    kind: Literal["compile"] = "compile"
+
+
+@dataclass(frozen=True)
+class WheelLayer:
+    name: str
+    source: str
+    kind: Literal["wheel"] = "wheel"
+
+
+Layer = CompileLayer | WheelLayer
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    file: str
+    mount: str
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """A folder of patch files, each with the container path it goes to (``mounts.txt``)."""
+
+    name: str
+    dir: Path
+    written: str
+    mode: Literal["bake", "mount"]
+    files: tuple[PatchFile, ...]
+
+
+Scalar = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    """One FlashInfer JIT module: its generator and the arguments it is called with.
+
+    A string argument ``torch.NAME`` (e.g. ``torch.bfloat16``) is passed as that torch
+    attribute; FlashInfer's attention generators take dtypes.
+    """
+
+    generator: str
+    args: tuple[Scalar, ...] = ()
+    kwargs: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generator": self.generator, "args": list(self.args), "kwargs": dict(sorted(self.kwargs.items()))}
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """The JIT modules ``sparkimg prewarm`` compiles, and the bounds it compiles them in."""
+
+    modules: tuple[KernelModule, ...]
+    bounds: Bounds
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    digest: str
+    name: str
+    image: str
+    root: Path
+    platform: str
+    cuda_architectures: tuple[Arch, ...]
+    base: BaseImage
+    toolchain: Toolchain
+    sources: Mapping[str, Source]
+    layers: tuple[Layer, ...]
+    patches: tuple[PatchSet, ...]
+    env: Mapping[str, str]
+    labels: Mapping[str, str]
+    prewarm: KernelSet | None = None
+    placeholders: tuple[str, ...] = field(default=())
+
+    def source(self, name: str) -> Source:
+        return self.sources[name]
+
+    def variables(self, jobs: int | None = None) -> dict[str, str]:
+        """Values of the ``{name}`` variables in commands and env."""
+        archs = self.cuda_architectures
+        values = {
+            "cuda_arch": ";".join(a.text for a in archs),
+            "cuda_arch_space": " ".join(a.text for a in archs),
+            "sm_targets": ",".join(f"sm_{a.code}" for a in archs),
+            "gencode": " ".join(f"-gencode arch=compute_{a.code},code=sm_{a.code}" for a in archs),
+        }
+        if jobs is not None:
+            values["jobs"] = str(jobs)
+        return values
+
+
+def substitute(template: str, values: Mapping[str, str]) -> str:
+    """Replace ``{name}`` variables; ``{{``/``}}`` and ``${shell}`` are left for the shell."""
+    return VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
