@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from .._units import parse_size
-from ..jit_catalogue import DOTTED_GENERATOR, GENERATORS
+from ..prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from .checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
 from .model import (
     ARCH_TEXT,

@@ -86,8 +86,14 @@ def test_no_module_import_cycle() -> None:
 
 
 def test_no_stage_import_cycle() -> None:
+    """Stages (top-level modules and subpackages) import each other one way. A leaf module (one that
+    imports nothing from sparkimg, such as a table of data) adds no dependency on its stage's logic,
+    so importing it is not an edge between stages."""
+    graph = import_graph()
+    leaves = {module for module, imported in graph.items() if not imported}
+    assert "sparkimg.prewarm.catalogue" in leaves
     stages: dict[str, set[str]] = {}
-    for module, imported in import_graph().items():
-        others = {stage_of(m) for m in imported} - {stage_of(module)}
+    for module, imported in graph.items():
+        others = {stage_of(m) for m in imported - leaves} - {stage_of(module)}
         stages.setdefault(stage_of(module), set()).update(others)
     assert cycles(stages) == []

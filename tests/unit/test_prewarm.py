@@ -13,8 +13,8 @@ from sparkimg.build.bounds import Overrides, derive
 from sparkimg.errors import EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
 from sparkimg.formats import kernels
-from sparkimg.jit_catalogue import GENERATORS
 from sparkimg.prewarm import manifest
+from sparkimg.prewarm.catalogue import GENERATORS
 from sparkimg.prewarm.serving import CacheMismatchError, cache_args
 from sparkimg.prewarm.targets import target_of_label, target_of_spec
 from sparkimg.prewarm.verify import Expect, verify
