@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._hashing import hash_many
-from sparkimg.receipts.verify import _store
+from sparkimg.receipts.verify import store_checks
 from sparkimg.store import Store
 
 
@@ -42,7 +42,7 @@ def main() -> None:
         paths = [str(store.blob(b)) for b in blobs]
         results: dict[str, list[float]] = {"sparkimg": [], "serial": [], "sha256sum": []}
         for _ in range(args.runs):
-            results["sparkimg"].append(timed(lambda: _store(store, statement)))
+            results["sparkimg"].append(timed(lambda: store_checks(store, statement)))
             results["serial"].append(timed(lambda: hash_many([Path(p) for p in paths], workers=1)))
             results["sha256sum"].append(timed(lambda: subprocess.run(["sha256sum", *paths], check=True,
                                                                        capture_output=True)))

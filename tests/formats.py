@@ -3,6 +3,7 @@ that needs a lock, a layer record or a kernel label, so a renamed field breaks h
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,65 @@ def layer_record(*, key: str = "f" * 64, wheels: int = 1) -> LayerRecord:
         audit=({"file": "kernel.whl!k.so", "sm": [121], "missing": []},),
         finished="2026-12-03T00:00:00Z",
     )
+
+
+# -- fatbins: the 0xBA55ED50 container nvcc puts in a shared object ----------------------------
+
+
+def entry(kind: int, sm: int, payload: bytes = b"\0" * 8) -> bytes:
+    header = bytearray(64)
+    struct.pack_into("<H", header, 0, kind)
+    struct.pack_into("<I", header, 4, 64)
+    struct.pack_into("<Q", header, 8, len(payload))
+    struct.pack_into("<I", header, 28, sm)
+    return bytes(header) + payload
+
+
+def fatbin(*entries: bytes) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+# -- a valid spec, for tests that break one field of it ----------------------------------------
+
+GOOD = """\
+schema: sparkimg/v1
+name: demo
+platform: linux/arm64
+cuda_architectures: ["12.1a"]
+base:
+  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
+toolchain:
+  cuda: host
+  path: /usr/local/cuda
+sources:
+  kernel:
+    path: kernel
+  six:
+    pypi: six
+    version: "1.16.0"
+  vllm:
+    git: https://example.invalid/vllm.git
+    ref: dsv41-feat
+    commit: e47aa780
+layers:
+  - name: kernel
+    kind: compile
+    source: kernel
+    command: python3 /src/build_wheel.py --out /out
+    env:
+      NVCC_GENCODE: "{gencode}"
+    memory: 2g
+    job_memory: 512m
+  - name: six
+    kind: wheel
+    source: six
+patches:
+  - name: demo
+    dir: patches/demo
+    mode: bake
+env:
+  A: "1"
+labels:
+  org.example.x: "y"
+"""

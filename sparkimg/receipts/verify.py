@@ -116,7 +116,7 @@ def verify(request: Request, *, store: Store | None = None,
 
     stages += [("signature", signature), ("statement", schema)]
     if recipe:
-        stages.append(("recipe", lambda: _recipe(recipe, found)))
+        stages.append(("recipe", lambda: recipe_checks(recipe, found)))
     if request.image:
         image = request.image
         stages.append(("image", lambda: _image(image, found, local_image)))
@@ -124,7 +124,7 @@ def verify(request: Request, *, store: Store | None = None,
         folder = request.patches
         stages.append(("patches", lambda: _patches(folder, statement)))
     if request.rehash:
-        stages.append(("store", lambda: _store(store or Store(), statement)))
+        stages.append(("store", lambda: store_checks(store or Store(), statement)))
     for index, (stage, run) in enumerate(stages):
         checks = run()
         report.checks += checks
@@ -142,7 +142,7 @@ def _lookup(found: dict[str, Any], name: str) -> Any:
     return values[0] if len(values) == 1 else (values or None)
 
 
-def _recipe(recipe: recipe_mod.Recipe, found: dict[str, Any]) -> list[Check]:
+def recipe_checks(recipe: recipe_mod.Recipe, found: dict[str, Any]) -> list[Check]:
     checks = []
     for expectation in recipe.expectations:
         value = _lookup(found, expectation.field)
@@ -229,7 +229,7 @@ def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def _store(store: Store, statement: dict[str, Any]) -> list[Check]:
+def store_checks(store: Store, statement: dict[str, Any]) -> list[Check]:
     """Re-hash, in parallel, the store's copy of every input and output the receipt names."""
     predicate = statement["predicate"]
     items = predicate["buildDefinition"]["resolvedDependencies"] + predicate["runDetails"]["byproducts"]

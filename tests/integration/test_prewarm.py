@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, flashinfer_env
+from tests.support import REPO, flashinfer_env
 
 from .helpers import cli
 

@@ -6,6 +6,7 @@ arguments run-args prints: FlashInfer loads each module and compiles nothing."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from sparkimg.engine import Engine
-from tests.conftest import REPO, _unavailable
+from tests.support import REPO, unavailable
 
 from .helpers import cli, copy_demo
 
@@ -45,7 +46,7 @@ def flashinfer_base() -> str:
     run = subprocess.run(["bash", str(REPO / "scripts" / "flashinfer-image")], capture_output=True, text=True,
                          check=False)
     if run.returncode != 0:
-        _unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
+        unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
     return run.stdout.strip().splitlines()[-1]
 
 
@@ -151,8 +152,6 @@ def test_run_args_refuses_a_cache_made_for_another_image(capsys: pytest.CaptureF
 
 def test_build_with_prewarm_records_the_manifest_in_the_receipt(
         capsys: pytest.CaptureFixture[str], warmed: Warmed) -> None:
-    from sparkimg._hashing import digest_file
-
     manifest = warmed.cache / "sparkimg-prewarm.json"
     before = manifest.read_bytes()
     args = ("build", str(warmed.spec), "--key", str(warmed.key), "--prewarm", str(warmed.cache), "--quiet", "--json")
@@ -163,7 +162,7 @@ def test_build_with_prewarm_records_the_manifest_in_the_receipt(
     envelope = json.loads(warmed.receipt.read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
     entry = next(b for b in statement["predicate"]["runDetails"]["byproducts"] if b["name"] == "prewarm")
-    assert entry["digest"]["sha256"] == digest_file(manifest)["sha256"]
+    assert entry["digest"]["sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
     assert entry["annotations"]["modules"] == ["silu_and_mul", "gelu_tanh_and_mul"]
     receipt = warmed.receipt.read_bytes()
     code, _, err = cli(capsys, warmed.store, *args)

@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-import struct
-
 from sparkimg.build.audit import audit_file, failures, targets
-
-
-def entry(kind: int, sm: int, payload: bytes = b"\0" * 8) -> bytes:
-    header = bytearray(64)
-    struct.pack_into("<H", header, 0, kind)
-    struct.pack_into("<I", header, 4, 64)
-    struct.pack_into("<Q", header, 8, len(payload))
-    struct.pack_into("<I", header, 28, sm)
-    return bytes(header) + payload
-
-
-def fatbin(*entries: bytes) -> bytes:
-    body = b"".join(entries)
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+from tests.formats import entry, fatbin
 
 
 def test_targets_lists_every_entry() -> None:

@@ -103,7 +103,7 @@ def test_console_script_runs() -> None:
      "--python /no/python: no such interpreter"),
 ])
 def test_prewarm_usage_errors_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     args = [str(REPO / a) if a.startswith("layers/") else a for a in args]
     assert main(["prewarm", *args]) == 2
@@ -112,7 +112,7 @@ def test_prewarm_usage_errors_exit_2(args: list[str], message: str, capsys: pyte
 
 
 def test_prewarm_without_a_kernel_set_says_how_to_add_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     text = (REPO / "layers" / "demo.yaml").read_text()
     start = text.index("prewarm:")

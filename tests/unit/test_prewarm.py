@@ -3,6 +3,7 @@ worker events, and verification of a synthetic cache (real compiles are integrat
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,7 @@ from sparkimg.prewarm.warm import Events, split_jobs
 from sparkimg.prewarm.worker import EVENT
 from sparkimg.signing.keys import PrivateKey, generate
 from sparkimg.spec import KernelModule, load_spec
-from tests.unit.test_audit import entry, fatbin
-from tests.unit.test_spec_errors import GOOD
+from tests.formats import GOOD, entry, fatbin
 
 PREWARM = """\
 prewarm:
@@ -141,10 +141,8 @@ def make_cache(root: Path, key: PrivateKey, *, runner: str = "image", sm: int = 
     (module / "page.so").write_bytes(b"\x7fELF" + fatbin(entry(2, sm)))
     (module / "build.ninja").write_text("rule x\n")
     (cache / WS / "cached_ops" / "tmp").mkdir()
-    from sparkimg._hashing import digest_file
-
-    files = [{"path": p.relative_to(cache).as_posix(), "size": p.stat().st_size, "sha256": digest_file(p)["sha256"]}
-             for p in sorted(module.iterdir())]
+    files = [{"path": p.relative_to(cache).as_posix(), "size": p.stat().st_size,
+              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in sorted(module.iterdir())]
     env = {"flashinfer": "0.7.2", "base": "/var/cache/sparkimg/flashinfer", "workspace": WS, "arch_dir": "121a",
            "build_env": {"CUDA_HOME": "/usr/local/cuda"}}
     records = [{"name": "page", "module": {"generator": GENERATORS["page"], "args": [], "kwargs": {}},

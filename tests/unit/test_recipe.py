@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.receipts import recipe
-from sparkimg.receipts.verify import _recipe
+from sparkimg.receipts.verify import recipe_checks
 from sparkimg.signing.keys import PrivateKey, generate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sparkring"
@@ -44,9 +44,9 @@ def test_a_short_commit_matches_the_full_one_it_starts(key: PrivateKey) -> None:
              "base.config_digest": "sha256:" + "2" * 64, "image.manifest_digest": "sha256:" + "3" * 64,
              "sources.vllm.commit": COMMIT, "sources.flashinfer.ref": "v0.7.0rc1",
              "patches.dsv41/engram_disk.py.md5": "0123456789abcdef0123456789abcdef"}
-    assert all(c.ok for c in _recipe(loaded, facts))
+    assert all(c.ok for c in recipe_checks(loaded, facts))
     facts["sources.vllm.commit"] = "f" * 40
-    failed = [c.field for c in _recipe(loaded, facts) if not c.ok]
+    failed = [c.field for c in recipe_checks(loaded, facts) if not c.ok]
     assert failed == ["sources.vllm.commit"]
 
 

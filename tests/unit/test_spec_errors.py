@@ -11,48 +11,7 @@ import pytest
 from sparkimg.errors import SpecError
 from sparkimg.spec import load_spec
 from sparkimg.spec.sections import TOP_KEYS
-
-GOOD = """\
-schema: sparkimg/v1
-name: demo
-platform: linux/arm64
-cuda_architectures: ["12.1a"]
-base:
-  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
-sources:
-  kernel:
-    path: kernel
-  six:
-    pypi: six
-    version: "1.16.0"
-  vllm:
-    git: https://example.invalid/vllm.git
-    ref: dsv41-feat
-    commit: e47aa780
-layers:
-  - name: kernel
-    kind: compile
-    source: kernel
-    command: python3 /src/build_wheel.py --out /out
-    env:
-      NVCC_GENCODE: "{gencode}"
-    memory: 2g
-    job_memory: 512m
-  - name: six
-    kind: wheel
-    source: six
-patches:
-  - name: demo
-    dir: patches/demo
-    mode: bake
-env:
-  A: "1"
-labels:
-  org.example.x: "y"
-"""
+from tests.formats import GOOD
 
 # (id, text to replace, replacement, expected problem line)
 CASES: list[tuple[str, str, str, str]] = [
