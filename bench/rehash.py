@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._hashing import hash_many
+from sparkimg.formats.statement import Descriptor, Statement, Subject
 from sparkimg.receipts.verify import store_checks
 from sparkimg.store import Store
 
@@ -37,8 +38,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sparkimg-rehash.") as tmp:
         store = Store(Path(tmp) / "store")
         blobs = [store.put_bytes(os.urandom(args.mib << 20)) for _ in range(args.files)]
-        statement = {"predicate": {"buildDefinition": {"resolvedDependencies": []}, "runDetails": {"byproducts": [
-            {"name": f"wheel:bench/{i}", "annotations": {"store_blob": b}} for i, b in enumerate(blobs)]}}}
+        statement = Statement((Subject("bench", {"sha256": "0" * 64}),), {}, {}, (), byproducts=tuple(
+            Descriptor(f"wheel:bench/{i}", annotations={"store_blob": b}) for i, b in enumerate(blobs)))
         paths = [str(store.blob(b)) for b in blobs]
         results: dict[str, list[float]] = {"sparkimg": [], "serial": [], "sha256sum": []}
         for _ in range(args.runs):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .build.image import BuildResult
     from .engine import Engine
     from .fetch import Fetched
+    from .formats.statement import Statement
     from .lock import Lock
     from .patches import SumProblem
     from .plan import Plan
@@ -245,7 +246,7 @@ def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> Rec
 class Shown:
     envelope: Envelope
     signature: str
-    statement: dict[str, Any]
+    statement: Statement
     facts: dict[str, Any]
 
 

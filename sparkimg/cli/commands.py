@@ -18,6 +18,7 @@ from .._units import format_size
 from ..build.bounds import Overrides
 from ..errors import UsageError
 from ..events import Reporter
+from ..formats.statement import RunMetadata
 from . import render
 
 
@@ -159,26 +160,27 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
     shown = api.show_receipt(args.receipt, args.key)
     signatures = shown.envelope.signatures
     if _emit(args, {"signature": shown.signature, "keyids": [s.keyid for s in signatures], "facts": shown.facts,
-                    "statement": shown.statement}):
+                    "statement": shown.statement.to_json()}):
         return 0
-    run = shown.statement["predicate"]["runDetails"]
-    metadata = run.get("metadata") or {}
+    statement = shown.statement
+    metadata = statement.metadata or RunMetadata()
     render.line((f"{shown.facts['image.reference']}", "bold"), f"  {shown.facts['image.id']}")
     render.line(f"signature: {shown.signature}; keyids: {', '.join(s.keyid[:16] for s in signatures) or 'none'}")
-    render.line(f"built {metadata.get('startedOn', '?')} -> {metadata.get('finishedOn', '?')} by "
-                f"{run['builder']['id']} ({metadata.get('invocationId', '?')})")
+    render.line(f"built {metadata.started_on or '?'} -> {metadata.finished_on or '?'} by "
+                f"{statement.builder_id} ({metadata.invocation_id or 'no invocation id recorded'})")
     rows = [[name, value if isinstance(value, str) else json.dumps(value)]
             for name, value in sorted(shown.facts.items())]
     render.table("pinned inputs and fields", ["field", "value"], rows, fold=True)
     layers = []
-    for item in run.get("byproducts") or []:
-        if not item["name"].startswith("layer:"):
+    for item in statement.byproducts:
+        if not item.name.startswith("layer:"):
             continue
-        notes, metrics = item["annotations"], item["annotations"]["metrics"]
+        notes, metrics = item.notes, item.notes.get("metrics") or {}
         peak = format_size(metrics["peak_memory"]) if metrics.get("peak_memory") else "?"
-        sms = sorted({sm for r in notes["audit"] for sm in r.get("sm", [])})
-        layers.append([item["name"].removeprefix("layer:"), notes["key"][:16], f"{metrics['wall_s']:.1f} s",
-                       f"{metrics.get('cpu_s') or 0:.1f} s", peak, ", ".join(f"sm_{s}" for s in sms) or "-"])
+        sms = sorted({sm for r in notes.get("audit") or [] for sm in r.get("sm", [])})
+        layers.append([item.name.removeprefix("layer:"), str(notes.get("key", "?"))[:16],
+                       f"{metrics.get('wall_s') or 0:.1f} s", f"{metrics.get('cpu_s') or 0:.1f} s", peak,
+                       ", ".join(f"sm_{s}" for s in sms) or "-"])
     render.table("layers", ["layer", "key", "wall", "cpu", "peak memory", "audit"], layers)
     return 0
 

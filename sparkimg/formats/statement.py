@@ -1,11 +1,15 @@
-"""The receipt statement (an in-toto Statement v1 whose predicate is SLSA provenance v1):
-its type ids, its validation, and the dotted fields recipes, ``verify-receipt`` and
-``show-receipt`` speak of. Pure: the statement is built in ``receipts.statement`` and
-read here. docs/receipt.md is the reference for every field.
+"""The receipt statement: an in-toto Statement v1 whose predicate is SLSA provenance v1.
+
+``Statement`` is its frozen model (``from_json`` validates, ``to_json`` gives back the exact
+JSON); ``facts`` flattens it into the dotted fields recipes, ``verify-receipt`` and
+``show-receipt`` speak of. Pure: ``receipts.statement`` builds one from a finished build.
+docs/receipt.md is the reference for every field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import EnvelopeError
@@ -14,6 +18,145 @@ from .intoto import STATEMENT_TYPE, parse_payload
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://sparkimg.dev/buildtypes/image/v1"
 BUILDER_ID = "https://sparkimg.dev/builders/local/v1"
+_DESCRIPTOR_KEYS = ("name", "uri", "digest", "downloadLocation", "mediaType", "annotations")
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A SLSA ResourceDescriptor: a resolved dependency or a byproduct. Keys the statement did
+    not carry stay absent (``None``), so a statement reads back byte for byte."""
+
+    name: str
+    uri: str | None = None
+    digest: Mapping[str, str] | None = None
+    download_location: str | None = None
+    media_type: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    # Keys written as JSON null (e.g. a base without a media type) are kept, to round-trip.
+    nulls: tuple[str, ...] = ()
+
+    @property
+    def notes(self) -> Mapping[str, Any]:
+        return self.annotations or {}
+
+    @property
+    def digests(self) -> Mapping[str, str]:
+        return self.digest or {}
+
+    def to_json(self) -> dict[str, Any]:
+        values = {"name": self.name, "uri": self.uri, "digest": None if self.digest is None else dict(self.digest),
+                  "downloadLocation": self.download_location, "mediaType": self.media_type,
+                  "annotations": None if self.annotations is None else dict(self.annotations)}
+        return {k: v for k, v in values.items() if v is not None or k in self.nulls}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Descriptor:
+        return cls(str(data["name"]), data.get("uri"), data.get("digest"), data.get("downloadLocation"),
+                   data.get("mediaType"), data.get("annotations"),
+                   tuple(k for k in _DESCRIPTOR_KEYS if k in data and data[k] is None))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the statement is about: the image, by config digest (and by manifest digest once pushed)."""
+
+    name: str
+    digest: Mapping[str, str]
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return str(self.annotations.get("kind", "image-config"))
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + self.digest.get("sha256", "")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "digest": dict(self.digest)}
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out
+
+
+@dataclass(frozen=True)
+class RunMetadata:
+    invocation_id: str | None = None
+    started_on: str | None = None
+    finished_on: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        values = {"invocationId": self.invocation_id, "startedOn": self.started_on, "finishedOn": self.finished_on}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A receipt's statement. Optional parts of SLSA (run metadata, byproducts) may be absent."""
+
+    subjects: tuple[Subject, ...]
+    external: Mapping[str, Any]
+    internal: Mapping[str, Any]
+    dependencies: tuple[Descriptor, ...]
+    builder_version: Mapping[str, str] | None = None
+    metadata: RunMetadata | None = None
+    byproducts: tuple[Descriptor, ...] = ()
+    build_type: str = BUILD_TYPE
+    builder_id: str = BUILDER_ID
+
+    @property
+    def image(self) -> Subject:
+        """The image subject (its config digest is the image ID on docker's classic store)."""
+        return next((s for s in self.subjects if s.kind == "image-config"), self.subjects[0])
+
+    def with_byproduct(self, item: Descriptor) -> Statement:
+        """This statement with ``item`` in place of any byproduct of the same name."""
+        return replace(self, byproducts=(*(b for b in self.byproducts if b.name != item.name), item))
+
+    def to_json(self) -> dict[str, Any]:
+        builder: dict[str, Any] = {"id": self.builder_id}
+        if self.builder_version is not None:
+            builder["version"] = dict(self.builder_version)
+        run: dict[str, Any] = {"builder": builder}
+        if self.metadata is not None:
+            run["metadata"] = self.metadata.to_json()
+        run["byproducts"] = [b.to_json() for b in self.byproducts]
+        return {
+            "_type": STATEMENT_TYPE,
+            "subject": [s.to_json() for s in self.subjects],
+            "predicateType": PREDICATE_TYPE,
+            "predicate": {
+                "buildDefinition": {"buildType": self.build_type, "externalParameters": dict(self.external),
+                                    "internalParameters": dict(self.internal),
+                                    "resolvedDependencies": [d.to_json() for d in self.dependencies]},
+                "runDetails": run,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Statement:
+        """Validate ``data``; a statement that is not a sparkimg receipt is bad input naming ``where``."""
+        if problems := schema_problems(data):
+            raise EnvelopeError(f"{where}: not a sparkimg receipt: {'; '.join(problems)}")
+        definition = data["predicate"]["buildDefinition"]
+        run = data["predicate"]["runDetails"]
+        metadata = run.get("metadata")
+        return cls(
+            subjects=tuple(Subject(s["name"], s["digest"], s.get("annotations") or {}) for s in data["subject"]),
+            external=definition["externalParameters"], internal=definition["internalParameters"],
+            dependencies=tuple(Descriptor.from_json(d) for d in definition["resolvedDependencies"]),
+            builder_version=run["builder"].get("version"),
+            metadata=None if not isinstance(metadata, dict) else RunMetadata(
+                metadata.get("invocationId"), metadata.get("startedOn"), metadata.get("finishedOn")),
+            byproducts=tuple(Descriptor.from_json(b) for b in run.get("byproducts") or []),
+            build_type=definition["buildType"], builder_id=run["builder"]["id"],
+        )
+
+
+def load(payload: bytes, where: str) -> Statement:
+    """A receipt statement from an envelope's payload; bad input names ``where``. Call it
+    only after the signature is checked (or when the caller says it was not)."""
+    return Statement.from_json(parse_payload(payload, where), where)
 
 
 def schema_problems(data: Any) -> list[str]:
@@ -38,9 +181,9 @@ def schema_problems(data: Any) -> list[str]:
         return [*problems, "predicate.buildDefinition is missing"]
     if definition.get("buildType") != BUILD_TYPE:
         problems.append(f"buildDefinition.buildType is {definition.get('buildType')!r}, not {BUILD_TYPE!r}")
-    for field in ("externalParameters", "internalParameters"):
-        if not isinstance(definition.get(field), dict):
-            problems.append(f"buildDefinition.{field} must be an object")
+    for key in ("externalParameters", "internalParameters"):
+        if not isinstance(definition.get(key), dict):
+            problems.append(f"buildDefinition.{key} must be an object")
     deps = definition.get("resolvedDependencies")
     if not (isinstance(deps, list) and all(isinstance(d, dict) and isinstance(d.get("name"), str) for d in deps)):
         problems.append("buildDefinition.resolvedDependencies must be a list of named resource descriptors")
@@ -50,21 +193,11 @@ def schema_problems(data: Any) -> list[str]:
     return problems
 
 
-def load(payload: bytes, where: str) -> dict[str, Any]:
-    """A receipt statement from an envelope's payload; bad input names ``where``. Call it
-    only after the signature is checked (or when the caller says it was not)."""
-    data = parse_payload(payload, where)
-    if problems := schema_problems(data):
-        raise EnvelopeError(f"{where}: not a sparkimg receipt: {'; '.join(problems)}")
-    result: dict[str, Any] = data
-    return result
-
-
-def dependency_facts(deps: list[dict[str, Any]]) -> dict[str, Any]:
+def dependency_facts(deps: Iterable[Descriptor]) -> dict[str, Any]:
     """Dotted fields from resolved dependencies: base.*, sources.NAME.*, patches.SET/FILE.*, lock.*."""
     facts: dict[str, Any] = {}
     for dep in deps:
-        name, digest, notes = dep["name"], dep.get("digest") or {}, dep.get("annotations") or {}
+        name, digest, notes = dep.name, dep.digests, dep.notes
         if name == "base":
             facts["base.manifest_digest"] = "sha256:" + digest.get("sha256", "")
             facts["base.config_digest"] = notes.get("config_digest")
@@ -77,9 +210,9 @@ def dependency_facts(deps: list[dict[str, Any]]) -> dict[str, Any]:
                     facts[f"toolchain.{key}"] = notes[key]
         elif name.startswith("source:"):
             prefix = f"sources.{name.removeprefix('source:')}"
-            for key, field in (("gitCommit", "commit"), ("gitTree", "tree"), ("sha256", "sha256")):
+            for key, field_name in (("gitCommit", "commit"), ("gitTree", "tree"), ("sha256", "sha256")):
                 if key in digest:
-                    facts[f"{prefix}.{field}"] = digest[key]
+                    facts[f"{prefix}.{field_name}"] = digest[key]
             for key in ("ref", "version", "filename"):
                 if key in notes:
                     facts[f"{prefix}.{key}"] = notes[key]
@@ -90,11 +223,10 @@ def dependency_facts(deps: list[dict[str, Any]]) -> dict[str, Any]:
     return facts
 
 
-def facts(data: dict[str, Any]) -> dict[str, Any]:
+def facts(statement: Statement) -> dict[str, Any]:
     """A checked statement as dotted fields (see docs/receipt.md, "Fields verify-receipt compares")."""
-    definition = data["predicate"]["buildDefinition"]
-    internal = definition["internalParameters"]
-    spec = definition["externalParameters"].get("spec", {})
+    internal = statement.internal
+    spec = statement.external.get("spec") or {}
     found: dict[str, Any] = {
         "spec.name": spec.get("name"),
         "spec.digest": "sha256:" + (spec.get("digest") or {}).get("sha256", ""),
@@ -102,12 +234,10 @@ def facts(data: dict[str, Any]) -> dict[str, Any]:
         "cuda_architectures": internal.get("cuda_architectures"),
         "image.key": internal.get("image_key"),
     }
-    for subject in data["subject"]:
-        kind = (subject.get("annotations") or {}).get("kind", "image-config")
-        value = "sha256:" + subject["digest"].get("sha256", "")
-        if kind == "image-config":
-            found["image.id"], found["image.reference"] = value, subject["name"]
-        elif kind == "image-manifest":
-            found["image.manifest_digest"] = value
-    found.update(dependency_facts(definition["resolvedDependencies"]))
+    for subject in statement.subjects:
+        if subject.kind == "image-config":
+            found["image.id"], found["image.reference"] = subject.sha256, subject.name
+        elif subject.kind == "image-manifest":
+            found["image.manifest_digest"] = subject.sha256
+    found.update(dependency_facts(statement.dependencies))
     return found

@@ -79,12 +79,12 @@ def for_image(reference: str, engine: Engine) -> Target:
 
 def for_receipt(receipt: Path, engine: Engine) -> Target:
     """The image a receipt names (by image ID), with the kernel set in its label."""
-    subject = load(dsse.read(receipt).payload, str(receipt))["subject"][0]
-    image_id = "sha256:" + subject["digest"]["sha256"]
+    subject = load(dsse.read(receipt).payload, str(receipt)).image
+    image_id = subject.sha256
     if engine.image_id(image_id) is None:
         raise UsageError(f"{receipt}: its image {image_id} is not in the engine",
-                         hint=f"pull or build {subject['name']} first")
-    return replace(for_image(image_id, engine), image_ref=subject["name"])
+                         hint=f"pull or build {subject.name} first")
+    return replace(for_image(image_id, engine), image_ref=subject.name)
 
 
 def on_host(target: Target, image_id: str | None) -> Target:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._hashing import digest_file
 from ..build.bounds import Budget
 from ..errors import BuildError
 from ..events import Event, Figure, Kind, Phase, Reporter, silent
+from ..formats.statement import Descriptor
 from ..signing.keys import PrivateKey
 from . import manifest
 from .runner import Runner
@@ -139,15 +141,12 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
     return Result(path, modules, events.env, time.monotonic() - started, workers, per_module, key is not None)
 
 
-def receipt_entry(result: Result) -> dict[str, Any]:
+def receipt_entry(result: Result) -> Descriptor:
     """The receipt byproduct that records a prewarm run as part of a build."""
-    from .._hashing import digest_file
-
-    return {"name": "prewarm", "uri": f"file:{result.manifest}",
-            "digest": {"sha256": digest_file(result.manifest)["sha256"]},
-            "mediaType": "application/vnd.dsse.envelope.v1+json",
-            "annotations": {"predicateType": manifest.PREDICATE_TYPE, "flashinfer": result.env.get("flashinfer"),
-                            "modules": [m["name"] for m in result.modules]}}
+    return Descriptor("prewarm", f"file:{result.manifest}", {"sha256": digest_file(result.manifest)["sha256"]},
+                      media_type="application/vnd.dsse.envelope.v1+json",
+                      annotations={"predicateType": manifest.PREDICATE_TYPE, "flashinfer": result.env.get("flashinfer"),
+                                   "modules": [m["name"] for m in result.modules]})
 
 
 def _journal(cache: Path, name: str) -> dict[str, Any]:

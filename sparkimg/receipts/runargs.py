@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._hashing import hash_many
 from ..errors import SparkimgError
 from ..formats.statement import load
+from ..prewarm.serving import CacheArgs, cache_args
 from ..signing import dsse
 from ..signing.keys import PublicKey
-
-if TYPE_CHECKING:
-    from ..prewarm.serving import CacheArgs
 
 
 class RunArgsError(SparkimgError):
@@ -59,26 +57,22 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Pat
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
     data = load(envelope.payload, str(receipt))
-    deps = data["predicate"]["buildDefinition"]["resolvedDependencies"]
-    wanted = [d for d in deps if d["name"].startswith("patch:") and d["annotations"]["mode"] == "mount"]
-    paths = {d["name"]: (root / d["uri"].removeprefix("file:")).resolve() for d in wanted}
+    wanted = [d for d in data.dependencies if d.name.startswith("patch:") and d.notes.get("mode") == "mount"]
+    paths = {d.name: (root / (d.uri or "").removeprefix("file:")).resolve() for d in wanted}
     hashed = hash_many(paths.values())
     bad = []
     for dep in wanted:
-        digests = hashed[paths[dep["name"]]]
+        digests, pinned = hashed[paths[dep.name]], dep.digests.get("sha256")
         if digests is None:
-            bad.append(f"{paths[dep['name']]}: missing")
-        elif digests["sha256"] != dep["digest"]["sha256"]:
-            bad.append(f"{paths[dep['name']]}: sha256 {digests['sha256']}, the receipt pins {dep['digest']['sha256']}")
+            bad.append(f"{paths[dep.name]}: missing")
+        elif digests["sha256"] != pinned:
+            bad.append(f"{paths[dep.name]}: sha256 {digests['sha256']}, the receipt pins {pinned}")
     if bad:
         raise RunArgsError(f"{receipt}: patch files to mount differ from the receipt:\n" +
                            "\n".join(f"  {line}" for line in bad),
                            hint="restore the pinned files (or pass --root where they are); never mount other bytes")
-    subject = data["subject"][0]
-    image_id = "sha256:" + subject["digest"]["sha256"]
-    mounts = tuple(Mount(paths[d["name"]], d["annotations"]["mount"]) for d in wanted)
+    subject = data.image
+    mounts = tuple(Mount(paths[d.name], str(d.notes.get("mount"))) for d in wanted)
     if cache is None:
-        return RunArgs(subject["name"], image_id, mounts)
-    from ..prewarm.serving import cache_args
-
-    return RunArgs(subject["name"], image_id, mounts, cache_args(cache, image_id, key))
+        return RunArgs(subject.name, subject.sha256, mounts)
+    return RunArgs(subject.name, subject.sha256, mounts, cache_args(cache, subject.sha256, key))

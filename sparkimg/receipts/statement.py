@@ -14,10 +14,10 @@ import uuid
 from typing import Any
 
 from .. import __version__
-from ..formats.intoto import STATEMENT_TYPE, rfc3339
+from ..formats.intoto import rfc3339
 from ..formats.lock import GitPin, PypiPin
 from ..formats.record import LayerRecord
-from ..formats.statement import BUILD_TYPE, BUILDER_ID, PREDICATE_TYPE
+from ..formats.statement import Descriptor, RunMetadata, Statement, Subject
 from ..lock import Lock
 from ..spec import Spec
 
@@ -26,60 +26,51 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[1] if ":" in digest else digest
 
 
-def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) -> tuple[Descriptor, ...]:
     """Every resolved input of the build, each with its digests (ResourceDescriptors).
 
     ``blobs`` maps source names to their store entries, recorded so ``--rehash`` can re-read them."""
     blobs = blobs or {}
     base = lock.base
-    deps: list[dict[str, Any]] = [{
-        "name": "base",
-        "uri": f"oci://{base.repository}@{base.manifest_digest}",
-        "digest": {"sha256": _hex(base.manifest_digest)},
-        "mediaType": base.media_type,
-        "annotations": {"reference": base.reference, "config_digest": base.config_digest,
-                        "index_digest": base.index_digest, "platform": base.platform},
-    }]
+    deps = [Descriptor(
+        "base", f"oci://{base.repository}@{base.manifest_digest}", {"sha256": _hex(base.manifest_digest)},
+        media_type=base.media_type,
+        annotations={"reference": base.reference, "config_digest": base.config_digest,
+                     "index_digest": base.index_digest, "platform": base.platform},
+        nulls=() if base.media_type else ("mediaType",))]
     for name, entry in sorted(lock.sources.items()):
-        dep: dict[str, Any] = {"name": f"source:{name}"}
         annotations: dict[str, Any] = {"kind": entry.kind}
+        download = None
         if isinstance(entry, GitPin):
-            dep["uri"] = f"git+{entry.url}@{entry.commit}"
-            dep["digest"] = {"gitCommit": entry.commit, "gitTree": entry.tree}
+            uri, digest = f"git+{entry.url}@{entry.commit}", {"gitCommit": entry.commit, "gitTree": entry.tree}
             annotations["ref"] = entry.ref
         elif isinstance(entry, PypiPin):
-            dep["uri"] = f"pkg:pypi/{entry.package}@{entry.version}"
-            dep["downloadLocation"] = entry.url
-            dep["digest"] = {"sha256": entry.sha256}
+            uri, digest = f"pkg:pypi/{entry.package}@{entry.version}", {"sha256": entry.sha256}
+            download = entry.url
             annotations.update({"filename": entry.filename, "version": entry.version})
         else:
-            dep["uri"] = f"file:{entry.path}"
-            dep["digest"] = {"sha256": entry.sha256}
+            uri, digest = f"file:{entry.path}", {"sha256": entry.sha256}
             annotations["files"] = len(entry.files)
         if name in blobs:
             annotations["store_blob"] = blobs[name]
-        dep["annotations"] = annotations
-        deps.append(dep)
+        deps.append(Descriptor(f"source:{name}", uri, digest, download, annotations=annotations))
     for set_name, patch_set in sorted(lock.patches.items()):
         for item in patch_set.files:
-            deps.append({
-                "name": f"patch:{set_name}/{item.file}",
-                "uri": f"file:{patch_set.dir}/{item.file}",
-                "digest": {"sha256": item.sha256, "md5": item.md5},
-                "annotations": {"set": set_name, "mode": patch_set.mode, "mount": item.mount,
-                                "size": item.size, "store_blob": item.sha256},
-            })
+            deps.append(Descriptor(
+                f"patch:{set_name}/{item.file}", f"file:{patch_set.dir}/{item.file}",
+                {"sha256": item.sha256, "md5": item.md5},
+                annotations={"set": set_name, "mode": patch_set.mode, "mount": item.mount, "size": item.size,
+                             "store_blob": item.sha256}))
     toolchain = lock.toolchain
-    tool: dict[str, Any] = {"name": "toolchain", "annotations": toolchain.to_json()}
     if toolchain.nvcc_sha256:
-        tool["uri"] = f"file:{toolchain.path}/bin/nvcc"
-        tool["digest"] = {"sha256": toolchain.nvcc_sha256}
+        deps.append(Descriptor("toolchain", f"file:{toolchain.path}/bin/nvcc", {"sha256": toolchain.nvcc_sha256},
+                               annotations=toolchain.to_json()))
     else:
         # nvcc comes from the base image: its identity is the base image's config digest.
-        tool["digest"] = {"sha256": _hex(base.config_digest)}
-    deps.append(tool)
-    deps.append({"name": "lock", "uri": f"file:{lock.path.name}", "digest": {"sha256": _hex(lock.digest)}})
-    return deps
+        deps.append(Descriptor("toolchain", digest={"sha256": _hex(base.config_digest)},
+                               annotations=toolchain.to_json()))
+    deps.append(Descriptor("lock", f"file:{lock.path.name}", {"sha256": _hex(lock.digest)}))
+    return tuple(deps)
 
 
 def statement(
@@ -96,7 +87,7 @@ def statement(
     started: float,
     finished: float,
     record_host: bool = False,
-) -> dict[str, Any]:
+) -> Statement:
     """The in-toto statement for one built image."""
     internal: dict[str, Any] = {
         "platform": lock.platform,
@@ -110,38 +101,22 @@ def statement(
     }
     if record_host:
         internal["host"] = socket.gethostname()
-    byproducts: list[dict[str, Any]] = []
+    byproducts: list[Descriptor] = []
     for name, record in records.items():
         for output in record.outputs:
-            byproducts.append({
-                "name": f"wheel:{name}/{output.filename}",
-                "digest": {"sha256": output.sha256},
-                "annotations": {"layer": name, "key": record.key, "size": output.size,
-                                "store_blob": output.sha256},
-            })
-        byproducts.append({
-            "name": f"layer:{name}",
-            "annotations": {"key": record.key, "metrics": record.metrics.to_json(),
-                            "audit": [dict(a) for a in record.audit], "finished": record.finished},
-        })
-    return {
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": image_ref, "digest": {"sha256": _hex(image_id)},
-                     "annotations": {"kind": "image-config"}}],
-        "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "buildDefinition": {
-                "buildType": BUILD_TYPE,
-                "externalParameters": {"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
-                                                "digest": {"sha256": _hex(spec.digest)}}},
-                "internalParameters": internal,
-                "resolvedDependencies": dependencies(spec, lock, blobs),
-            },
-            "runDetails": {
-                "builder": {"id": BUILDER_ID, "version": {"sparkimg": __version__}},
-                "metadata": {"invocationId": f"urn:uuid:{uuid.uuid4()}", "startedOn": rfc3339(started),
-                             "finishedOn": rfc3339(finished)},
-                "byproducts": byproducts,
-            },
-        },
-    }
+            byproducts.append(Descriptor(
+                f"wheel:{name}/{output.filename}", digest={"sha256": output.sha256},
+                annotations={"layer": name, "key": record.key, "size": output.size, "store_blob": output.sha256}))
+        byproducts.append(Descriptor(f"layer:{name}", annotations={
+            "key": record.key, "metrics": record.metrics.to_json(), "audit": [dict(a) for a in record.audit],
+            "finished": record.finished}))
+    return Statement(
+        subjects=(Subject(image_ref, {"sha256": _hex(image_id)}, {"kind": "image-config"}),),
+        external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
+                           "digest": {"sha256": _hex(spec.digest)}}},
+        internal=internal,
+        dependencies=dependencies(spec, lock, blobs),
+        builder_version={"sparkimg": __version__},
+        metadata=RunMetadata(f"urn:uuid:{uuid.uuid4()}", rfc3339(started), rfc3339(finished)),
+        byproducts=tuple(byproducts),
+    )

@@ -21,7 +21,7 @@ from .. import patches as patches_mod
 from .._hashing import hash_many
 from .._registry import RegistryClient
 from ..errors import EngineError, ResolveError, UsageError
-from ..formats.statement import facts, schema_problems
+from ..formats.statement import Statement, facts, schema_problems
 from ..plan import KEY_LABEL
 from ..signing import dsse
 from ..signing.keys import PublicKey
@@ -95,7 +95,7 @@ def verify(request: Request, *, store: Store | None = None,
     recipe = recipe_mod.load(request.recipe, request.key) if request.recipe else None
     report = Report(str(request.receipt))
     stages: list[tuple[str, Callable[[], list[Check]]]] = []
-    statement: dict[str, Any] = {}
+    parsed: list[Statement] = []  # filled by the statement stage; later stages run only if it passed
     found: dict[str, Any] = {}
 
     def signature() -> list[Check]:
@@ -105,12 +105,13 @@ def verify(request: Request, *, store: Store | None = None,
 
     def schema() -> list[Check]:
         try:
-            statement.update(json.loads(envelope.payload))
+            data = json.loads(envelope.payload)
         except (ValueError, UnicodeDecodeError) as exc:
             return [Check("statement", "payload", "in-toto statement (JSON)", "not JSON", False, str(exc))]
-        problems = schema_problems(statement)
+        problems = schema_problems(data)
         if not problems:
-            found.update(facts(statement))
+            parsed.append(Statement.from_json(data, str(request.receipt)))
+            found.update(facts(parsed[0]))
         return [Check("statement", "schema", "in-toto Statement v1, SLSA provenance v1",
                       "ok" if not problems else "invalid", not problems, "; ".join(problems))]
 
@@ -122,9 +123,9 @@ def verify(request: Request, *, store: Store | None = None,
         stages.append(("image", lambda: _image(image, found, local_image)))
     if request.patches:
         folder = request.patches
-        stages.append(("patches", lambda: _patches(folder, statement)))
+        stages.append(("patches", lambda: _patches(folder, parsed[0])))
     if request.rehash:
-        stages.append(("store", lambda: store_checks(store or Store(), statement)))
+        stages.append(("store", lambda: store_checks(store or Store(), parsed[0])))
     for index, (stage, run) in enumerate(stages):
         checks = run()
         report.checks += checks
@@ -181,17 +182,12 @@ def _image(reference: str, found: dict[str, Any],
     return checks
 
 
-def _patch_deps(statement: dict[str, Any]) -> list[dict[str, Any]]:
-    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
-    return [d for d in deps if d["name"].startswith("patch:")]
-
-
-def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
+def _patches(folder: Path, statement: Statement) -> list[Check]:
     """The files in ``folder`` against the receipt's patch set of the same folder."""
     if not folder.is_dir():
         raise UsageError(f"--patches {folder}: no such folder", hint="pass the patch set folder, e.g. patches/demo")
-    deps = _patch_deps(statement)
-    sets = {d["annotations"]["set"]: d["uri"].removeprefix("file:").rsplit("/", 1)[0] for d in deps}
+    deps = [d for d in statement.dependencies if d.name.startswith("patch:")]
+    sets = {str(d.notes.get("set")): (d.uri or "").removeprefix("file:").rsplit("/", 1)[0] for d in deps}
     resolved = folder.resolve().as_posix()
     chosen = [s for s, d in sets.items() if resolved.endswith("/" + d) or folder.name == Path(d).name]
     if len(sets) == 1 and not chosen:
@@ -200,7 +196,7 @@ def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
         return [Check("patches", "patch set", ", ".join(f"{s} ({d})" for s, d in sets.items()) or "(none)",
                       str(folder), False, "the receipt has no patch set for this folder")]
     set_name = chosen[0]
-    mine = {d["name"].split("/", 1)[1]: d for d in deps if d["annotations"]["set"] == set_name}
+    mine = {d.name.split("/", 1)[1]: d for d in deps if d.notes.get("set") == set_name}
     listed = patches_mod.read_mounts(folder) if (folder / patches_mod.MOUNTS).is_file() else {}
     on_disk = set(listed)
     files = sorted(set(mine) | on_disk)
@@ -214,13 +210,13 @@ def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
             continue
         for algorithm in ("sha256", "md5"):
             value = digests[algorithm] if digests else "missing"
-            checks.append(Check("patches", f"{set_name}/{file} {algorithm}", dep["digest"][algorithm], value,
-                                value == dep["digest"][algorithm]))
+            pinned = dep.digests.get(algorithm)
+            checks.append(Check("patches", f"{set_name}/{file} {algorithm}", pinned, value, value == pinned))
     if listed:
         for file, dep in sorted(mine.items()):
-            checks.append(Check("patches", f"{set_name}/{file} mount", dep["annotations"]["mount"], listed.get(file),
-                                listed.get(file) == dep["annotations"]["mount"]))
-    problems = patches_mod.disagreements(folder, {f: d["digest"] for f, d in mine.items()}, required=False)
+            checks.append(Check("patches", f"{set_name}/{file} mount", dep.notes.get("mount"), listed.get(file),
+                                listed.get(file) == dep.notes.get("mount")))
+    problems = patches_mod.disagreements(folder, {f: dict(d.digests) for f, d in mine.items()}, required=False)
     for algorithm, name in patches_mod.SUMS.items():
         if (folder / name).is_file():
             agrees = not any(p.algorithm == algorithm for p in problems)
@@ -229,11 +225,9 @@ def _patches(folder: Path, statement: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def store_checks(store: Store, statement: dict[str, Any]) -> list[Check]:
+def store_checks(store: Store, statement: Statement) -> list[Check]:
     """Re-hash, in parallel, the store's copy of every input and output the receipt names."""
-    predicate = statement["predicate"]
-    items = predicate["buildDefinition"]["resolvedDependencies"] + predicate["runDetails"]["byproducts"]
-    named = {(d.get("annotations") or {}).get("store_blob"): d["name"] for d in items}
+    named = {d.notes.get("store_blob"): d.name for d in (*statement.dependencies, *statement.byproducts)}
     named.pop(None, None)
     present = {blob: name for blob, name in named.items() if store.has(str(blob))}
     hashed = hash_many([store.blob(str(b)) for b in present])
