@@ -187,3 +187,13 @@ def test_connect_imports_no_container_library(tmp_path: Path) -> None:
              "print('python_on_whales' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
+
+
+def test_importing_the_library_loads_no_heavy_dependency() -> None:
+    """requests, cryptography and python-on-whales are imported where they are used, so that
+    commands that do not download, sign or run a container do not pay for them."""
+    heavy = ("requests", "cryptography", "python_on_whales", "pydantic")
+    probe = ("import sys, sparkimg.engine, sparkimg.fetch, sparkimg.lock, sparkimg.signing.keys; "
+             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
