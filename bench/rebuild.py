@@ -26,7 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 STARTUP_LIMIT = 0.15  # seconds for `sparkimg --version`
 NOOP_RATIO_LIMIT = 1.0  # no-op rebuild / warm docker build
 STARTUP_RUNS = 7
-# Children import this checkout's sparkimg, not whatever the venv has installed.
+# This checkout's sparkimg, here and in children, not whatever the venv has installed (an
+# editable install may point at another worktree).
+sys.path.insert(0, str(REPO))
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
 
 
