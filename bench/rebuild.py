@@ -2,8 +2,11 @@
 
 Prints, for the demo spec (scripts/dev-up must have run):
   - no-op `sparkimg build` vs `docker build` of the same generated Dockerfile, warm cache;
-  - patch-only `sparkimg build` (lock + build) vs the cold build (empty store, no image).
-Each figure is the median of --runs repetitions. Usage: python bench/rebuild.py [--runs 3]
+  - patch-only `sparkimg build` (lock + build) vs the cold build (empty store, no image);
+and the start-up cost of the CLI (`sparkimg --version`, median of several runs).
+Each build figure is the median of --runs repetitions. Two gates print PASS or FAIL, and the
+script exits 1 when one fails: `sparkimg --version` within 0.15 s, and the no-op rebuild at
+most 1.0x the warm docker build. Usage: python bench/rebuild.py [--runs 3] [--startup-only]
 """
 
 from __future__ import annotations
@@ -20,13 +23,39 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+STARTUP_LIMIT = 0.15  # seconds for `sparkimg --version`
+NOOP_RATIO_LIMIT = 1.0  # no-op rebuild / warm docker build
+STARTUP_RUNS = 7
+# This checkout's sparkimg, here and in children, not whatever the venv has installed (an
+# editable install may point at another worktree).
+sys.path.insert(0, str(REPO))
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
 
 
 def sparkimg(store: Path, *args: str) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "sparkimg.cli", "--store", str(store), *args], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - started
+
+
+def startup() -> tuple[str, float]:
+    """Median wall time of `sparkimg --version`: the venv's console script when there is one."""
+    script = Path(sys.executable).with_name("sparkimg")
+    if script.is_file():
+        command, shown = [str(script), "--version"], "sparkimg --version"
+    else:
+        command, shown = [sys.executable, "-m", "sparkimg.cli", "--version"], "python -m sparkimg.cli --version"
+    times = []
+    for _ in range(STARTUP_RUNS):
+        started = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=ENV)
+        times.append(time.perf_counter() - started)
+    return shown, statistics.median(times)
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def copy_demo(into: Path) -> Path:
@@ -46,7 +75,7 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     from sparkimg.build.assemble import labels, write_context
     from sparkimg.engine import Engine
     from sparkimg.fetch import base_tag
-    from sparkimg.plan import compute
+    from sparkimg.plan import compute, layer_record
     from sparkimg.spec import load_spec
     from sparkimg.store import Store
 
@@ -54,9 +83,9 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     lock = lock_mod.load(spec)
     store = Store(store_root)
     engine = Engine.connect()
-    plan = compute(spec, lock, store, engine)
-    records = {layer.name: store.read_record("layers", layer.key) or {} for layer in plan.layers
-               if layer.kind == "compile"}
+    plan = compute(spec, lock, store)
+    records = {layer.name: record for layer in plan.layers
+               if layer.kind == "compile" and (record := layer_record(store, layer.key)) is not None}
     context = work / "context"
     write_context(plan, base_tag(spec, lock), records, store, context)
     command = [engine.client] + (["buildx", "build", "--load"] if engine.buildx else ["build"])
@@ -90,18 +119,29 @@ def one_run() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--startup-only", action="store_true",
+                        help="time `sparkimg --version` only (needs no engine or demo base image)")
     args = parser.parse_args()
-    runs = [one_run() for _ in range(args.runs)]
-    median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    print(f"demo spec, median of {args.runs} runs (seconds)")
-    print(f"  cold build (empty store, no image)          {median['cold']:7.2f}")
-    print(f"  docker build, same Dockerfile, warm cache   {median['docker_warm']:7.2f}")
-    print(f"  sparkimg no-op rebuild                       {median['noop']:7.2f}"
-          f"   ratio to warm docker build: {median['noop'] / median['docker_warm']:.2f}")
-    print(f"  sparkimg patch-only rebuild (pin + lock + build)   {median['patch_only']:7.2f}"
-          f"   ratio to cold build: {median['patch_only'] / median['cold']:.2f}")
-    subprocess.run("docker images --format '{{.Repository}}:{{.Tag}}' | grep '^sparkimg-bench/' | "
-                   "xargs -r docker rmi -f >/dev/null 2>&1", shell=True, check=False)
+    gates: list[bool] = []
+    command, took = startup()
+    gates.append(took <= STARTUP_LIMIT)
+    print(f"start-up: `{command}`, median of {STARTUP_RUNS} runs   {took:7.3f} s"
+          f"   {verdict(gates[-1])} (limit {STARTUP_LIMIT:.2f} s)")
+    if not args.startup_only:
+        runs = [one_run() for _ in range(args.runs)]
+        median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        ratio = median["noop"] / median["docker_warm"]
+        gates.append(ratio <= NOOP_RATIO_LIMIT)
+        print(f"demo spec, median of {args.runs} runs (seconds)")
+        print(f"  cold build (empty store, no image)          {median['cold']:7.2f}")
+        print(f"  docker build, same Dockerfile, warm cache   {median['docker_warm']:7.2f}")
+        print(f"  sparkimg no-op rebuild                       {median['noop']:7.2f}"
+              f"   ratio to warm docker build: {ratio:.2f}   {verdict(gates[-1])} (limit {NOOP_RATIO_LIMIT:.1f}x)")
+        print(f"  sparkimg patch-only rebuild (pin + lock + build)   {median['patch_only']:7.2f}"
+              f"   ratio to cold build: {median['patch_only'] / median['cold']:.2f}")
+        subprocess.run("docker images --format '{{.Repository}}:{{.Tag}}' | grep '^sparkimg-bench/' | "
+                       "xargs -r docker rmi -f >/dev/null 2>&1", shell=True, check=False)
+    sys.exit(0 if all(gates) else 1)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from .errors import ResolveError
+
+if TYPE_CHECKING:
+    import requests
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -66,6 +67,9 @@ class Resolved:
 
 class RegistryClient:
     def __init__(self, session: requests.Session | None = None, timeout: float = 30) -> None:
+        # requests is imported by the client that uses it, so that importing lock costs little.
+        import requests
+
         self.session = session or requests.Session()
         self.timeout = timeout
         self._tokens: dict[str, str] = {}
@@ -116,6 +120,8 @@ class RegistryClient:
         return data
 
     def _get(self, ref: ImageRef, url: str, headers: dict[str, str]) -> requests.Response:
+        import requests
+
         key = f"{ref.registry}/{ref.repository}"
         for attempt in range(2):
             sent = dict(headers)
@@ -147,6 +153,8 @@ class RegistryClient:
         if not realm:
             raise ResolveError(f"{ref.registry}: auth challenge without a realm")
         fields.setdefault("scope", f"repository:{ref.repository}:pull")
+        import requests
+
         auth = _credentials(ref.registry)
         try:
             response = self.session.get(realm, params=fields, auth=auth, timeout=self.timeout)

@@ -1,16 +1,21 @@
-"""The one adapter between sparkimg and a container engine (python-on-whales underneath).
+"""The one adapter between sparkimg and a container engine.
 
-Containers started here are always removed. Log lines are handed to a callback tagged
-with the layer and phase; rendering them is the CLI's job.
+Every engine operation goes through ``Engine``: short queries run the client binary (one
+helper, ``_call``), containers go through python-on-whales, imported only by the methods
+that start them so that connecting costs no pydantic models. Containers started here are
+always removed. Log lines are handed to a callback tagged with the layer and phase;
+rendering them is the CLI's job.
+
+Failures keep their meaning: an image the engine does not have is ``None``, an engine that
+does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
-import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +28,18 @@ LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
 # A client without buildx but older than 23 has BuildKit built into `docker build`;
 # a newer one without the buildx plugin fails with DOCKER_BUILDKIT=1 (environment.md).
 _BUILTIN_BUILDKIT_BEFORE = 23
+
+# One call answers both "which client" and "does the daemon answer": with the daemon down,
+# docker still prints the client part ("28.2.2|") and exits non-zero.
+_VERSION_FORMAT = "{{.Client.Version}}|{{.Server.Version}}"
+
+# What a client prints on stderr when the daemon is not there, and when an image is absent
+# (docker 20.10 "Error: No such image: x", 28.x "no such image: x: No such image: x" and
+# "invalid reference format" under the same prefix; podman "image not known").
+_DAEMON_DOWN = ("cannot connect to the docker daemon", "is the docker daemon running", "cannot connect to podman")
+_ABSENT = ("no such image", "no such object", "image not known")
+
+_NOT_RUNNING_HINT = "start it (scripts/dev-up on a dev machine, or systemctl start docker)"
 
 
 def _quiet(layer: str, phase: str, line: str) -> None:
@@ -59,29 +76,45 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class ImageInfo:
-    id: str
-    labels: dict[str, str]
-
-
-@dataclass(frozen=True)
 class BuildOutput:
     image_id: str
     builder: str
 
 
-@dataclass
-class Engine:
-    """A Docker-compatible engine reached through one chosen client binary."""
+@dataclass(frozen=True)
+class ImageInfo:
+    """What one ``image inspect`` says about a local image."""
 
-    client: str
-    version: str
-    buildx: bool
-    _docker: Any = field(repr=False, default=None)
+    id: str  # the image ID (config digest)
+    labels: dict[str, str] = field(default_factory=dict)
+    repo_digests: tuple[str, ...] = ()  # repository@sha256:... names it was pulled or pushed as
+
+
+class Engine:
+    """A Docker-compatible engine reached through one chosen client binary.
+
+    ``buildx`` is asked of the client only when something needs it (a build), unless
+    choosing the client needed it already; ``server`` is the daemon version ``connect`` saw.
+    """
+
+    def __init__(self, client: str, version: str, buildx: bool | None = None, *, server: str | None = None) -> None:
+        self.client = client
+        self.version = version
+        self.server = server
+        self._buildx = buildx
+        self._docker: Any = None
+
+    def __repr__(self) -> str:
+        return f"Engine(client={self.client!r}, version={self.version!r}, buildx={self._buildx!r})"
 
     @classmethod
     def connect(cls, client: str | None = None) -> Engine:
-        """Pick a client that can build (buildx, or BuildKit built in) and check the engine runs."""
+        """Pick a client that can build (buildx, or BuildKit built in) and check the engine runs.
+
+        One ``docker version`` per candidate gives the client version and whether the daemon
+        answers; ``buildx version`` runs here only where it decides the choice (an automatically
+        chosen client of version 23 or later, which cannot build without the plugin).
+        """
         candidates = [client] if client else _candidates()
         problems: list[str] = []
         for candidate in candidates:
@@ -89,57 +122,84 @@ class Engine:
             if path is None:
                 problems.append(f"{candidate}: not found")
                 continue
+            args = [path, "version", "--format", _VERSION_FORMAT]
             try:
-                version = _run([path, "version", "--format", "{{.Client.Version}}"]).strip()
+                proc = _call(args)
             except EngineError as exc:
                 problems.append(f"{path}: {exc.message}")
                 continue
-            buildx = _ok([path, "buildx", "version"])
-            major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
-            if not buildx and major >= _BUILTIN_BUILDKIT_BEFORE and client is None:
-                problems.append(f"{path} {version}: no buildx plugin and no built-in BuildKit")
+            version, _, server = proc.stdout.strip().partition("|")
+            down = proc.returncode != 0 and _says(proc.stderr, _DAEMON_DOWN)
+            if not version or (proc.returncode != 0 and not down):
+                problems.append(f"{path}: {_failed(args, proc)}")
                 continue
-            try:
-                _run([path, "info", "--format", "{{.ServerVersion}}"])
-            except EngineError:
-                raise EngineError(
-                    f"the Docker engine is not running (client {path})",
-                    hint="start it (scripts/dev-up on a dev machine, or systemctl start docker)",
-                ) from None
-            from python_on_whales import DockerClient
-
-            return cls(path, version, buildx, DockerClient(client_call=[path]))
+            buildx: bool | None = None
+            major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
+            if major >= _BUILTIN_BUILDKIT_BEFORE and client is None:
+                buildx = _ok([path, "buildx", "version"])
+                if not buildx:
+                    problems.append(f"{path} {version}: no buildx plugin and no built-in BuildKit")
+                    continue
+            if down or not server:
+                raise _not_running(path)
+            return cls(path, version, buildx, server=server)
         raise EngineError(
             "no usable Docker client: " + "; ".join(problems),
             hint="install Docker with buildx, or set SPARKIMG_DOCKER to a client with BuildKit",
         )
 
+    @property
+    def buildx(self) -> bool:
+        """Whether the client has the buildx plugin (asked once, when first needed)."""
+        if self._buildx is None:
+            self._buildx = _ok([self.client, "buildx", "version"])
+        return self._buildx
+
+    def _whales(self) -> Any:
+        """The python-on-whales client, imported on first use (its models cost ~0.4 s to import)."""
+        if self._docker is None:
+            from python_on_whales import DockerClient
+
+            self._docker = DockerClient(client_call=[self.client])
+        return self._docker
+
     # -- images ----------------------------------------------------------------
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """ID, labels and repo digests of a local image in one call; None if the engine has no such image.
+
+        Raises ``EngineError`` when the engine does not answer: a stopped engine is not an absent image.
+        """
+        args = [self.client, "image", "inspect", "--format", "{{json .}}", reference]
+        proc = _call(args)
+        if proc.returncode != 0:
+            if _says(proc.stderr, _DAEMON_DOWN):
+                raise _not_running(self.client)
+            if _says(proc.stderr, _ABSENT):
+                return None
+            raise EngineError(f"the container engine failed: {_failed(args, proc)}",
+                              hint="check that `docker info` answers; " + _NOT_RUNNING_HINT)
+        try:
+            data = json.loads(proc.stdout)
+            labels = (data.get("Config") or {}).get("Labels") or {}
+            return ImageInfo(str(data["Id"]), {str(k): str(v) for k, v in labels.items()},
+                             tuple(str(d) for d in data.get("RepoDigests") or ()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise EngineError(f"the container engine failed: {' '.join(args[1:3])} {reference} printed "
+                              f"no image description: {proc.stdout.strip()[:200]!r}",
+                              hint="check the client works (`docker version`), or set SPARKIMG_DOCKER") from None
 
     def image_id(self, reference: str) -> str | None:
         """The local image ID (config digest) of a reference, or None if absent."""
-        try:
-            return _run([self.client, "image", "inspect", "--format", "{{.Id}}", reference]).strip()
-        except EngineError:
-            return None
-
-    def inspect(self, reference: str) -> ImageInfo | None:
-        """ID and labels of a local image in one call; None when it is absent."""
-        import json
-
-        try:
-            out = _run([self.client, "image", "inspect", "--format", "{{.Id}} {{json .Config.Labels}}", reference])
-        except EngineError:
-            return None
-        image_id, _, labels = out.strip().partition(" ")
-        return ImageInfo(image_id, dict(json.loads(labels or "null") or {}))
+        info = self.inspect(reference)
+        return info.id if info else None
 
     def image_labels(self, reference: str) -> dict[str, str]:
-        import json
-
-        out = _run([self.client, "image", "inspect", "--format", "{{json .Config.Labels}}", reference])
-        labels = json.loads(out or "null")
-        return dict(labels or {})
+        """The labels of a local image; an absent image is an error (ask ``inspect`` to tell)."""
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"{reference}: no such image in the engine")
+        return info.labels
 
     def pull(self, reference: str) -> None:
         _run([self.client, "pull", "-q", reference])
@@ -151,7 +211,10 @@ class Engine:
         _ok([self.client, "image", "rm", "-f", reference])
 
     def server_version(self) -> str:
-        return _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
+        """The daemon's version: the one ``connect`` saw, else asked now."""
+        if self.server is None:
+            self.server = _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
+        return self.server
 
     # -- containers --------------------------------------------------------------
 
@@ -170,8 +233,12 @@ class Engine:
         phase: str = "run",
     ) -> RunResult:
         """Run ``command`` with no network inside cgroup bounds; stream logs; always remove."""
+        import threading
+        import uuid
+
         from python_on_whales.exceptions import DockerException
 
+        docker = self._whales()
         name = f"sparkimg-{layer or 'run'}-{uuid.uuid4().hex[:10]}"
         kwargs: dict[str, Any] = {
             "detach": True,
@@ -194,15 +261,15 @@ class Engine:
         if gpus:
             kwargs["gpus"] = "all"
         try:
-            container = self._docker.run(image, list(command), **kwargs)
+            container = docker.run(image, list(command), **kwargs)
         except DockerException as exc:
             raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
         try:
             reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
             reader.start()
-            exit_code = int(self._docker.container.wait(container))
+            exit_code = int(docker.container.wait(container))
             reader.join(timeout=10)
-            state = self._docker.container.inspect(container).state
+            state = docker.container.inspect(container).state
             return RunResult(exit_code, bool(state.oom_killed))
         finally:
             _ok([self.client, "rm", "-f", name])
@@ -211,7 +278,7 @@ class Engine:
         from python_on_whales.exceptions import DockerException
 
         try:
-            for _stream, chunk in self._docker.container.logs(container, follow=True, stream=True):
+            for _stream, chunk in self._whales().container.logs(container, follow=True, stream=True):
                 for line in chunk.decode("utf-8", "replace").splitlines():
                     log(layer, phase, line)
         except DockerException:
@@ -283,18 +350,36 @@ def _why(exc: Exception) -> str:
     return (stderr or str(exc)).strip().splitlines()[-1] if (stderr or str(exc)).strip() else "unknown error"
 
 
-def _run(args: list[str]) -> str:
+def _call(args: list[str], *, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run one client command to completion; a client that cannot start or hangs is an engine failure."""
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+        return subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"{' '.join(args[:3])}: {exc}") from None
+
+
+def _failed(args: list[str], proc: subprocess.CompletedProcess[str]) -> str:
+    return f"{' '.join(args[:4])} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+
+
+def _says(stderr: str, markers: tuple[str, ...]) -> bool:
+    text = stderr.lower()
+    return any(marker in text for marker in markers)
+
+
+def _not_running(client: str) -> EngineError:
+    return EngineError(f"the Docker engine is not running (client {client})", hint=_NOT_RUNNING_HINT)
+
+
+def _run(args: list[str]) -> str:
+    proc = _call(args)
     if proc.returncode != 0:
-        raise EngineError(f"{' '.join(args[:4])} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise EngineError(_failed(args, proc))
     return proc.stdout
 
 
 def _ok(args: list[str]) -> bool:
     try:
-        return subprocess.run(args, capture_output=True, timeout=120, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        return _call(args, timeout=120).returncode == 0
+    except EngineError:
         return False

@@ -12,20 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-import requests
-
 from . import _git, _tree
 from .errors import EngineError, FetchError
 from .events import Event, Phase, Reporter, silent
 from .formats.lock import PathPin, PypiPin, SourcePin
-from .lock import Lock
-from .spec import Spec
 from .store import CHUNK, Store
 
 if TYPE_CHECKING:
     from .engine import Engine
-
-
+    from .lock import Lock
+    from .spec import Spec
 
 @dataclass(frozen=True)
 class Fetched:
@@ -119,6 +115,8 @@ def _download(url: str) -> Iterator[bytes]:
         except OSError as exc:
             raise FetchError(f"{url}: {exc.strerror}") from None
         return
+    import requests  # here, not at module level: importing it costs ~0.1 s that only downloads need
+
     try:
         with requests.get(url, stream=True, timeout=60) as response:
             if response.status_code != 200:

@@ -71,10 +71,10 @@ def for_built_spec(spec: Spec, engine: Engine) -> Target:
 
 def for_image(reference: str, engine: Engine) -> Target:
     """The kernel set in an image's label, for that image."""
-    image_id = engine.image_id(reference)
-    if image_id is None:
+    info = engine.inspect(reference)
+    if info is None:
         raise UsageError(f"{reference}: no such image in the engine", hint="build it, or pull it by digest")
-    return target_of_label(engine.image_labels(reference).get(LABEL), image_ref=reference, image_id=image_id)
+    return target_of_label(info.labels.get(LABEL), image_ref=reference, image_id=info.id)
 
 
 def for_receipt(receipt: Path, engine: Engine) -> Target:

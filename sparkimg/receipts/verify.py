@@ -242,12 +242,13 @@ def store_checks(store: Store, statement: Statement) -> list[Check]:
 
 
 def local_image_of(reference: str) -> tuple[str, dict[str, str]] | None:
-    """(image ID, labels) from the local engine, or None when it is absent or not running."""
+    """(image ID, labels) from the local engine, or None when it is absent or there is no engine
+    to ask (then the registry answers); an engine that connects and then fails is an error."""
     from ..engine import Engine
 
     try:
         engine = Engine.connect()
     except EngineError:
         return None
-    image_id = engine.image_id(reference)
-    return (image_id, engine.image_labels(reference)) if image_id else None
+    info = engine.inspect(reference)
+    return (info.id, info.labels) if info else None

@@ -14,13 +14,16 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..store import write_atomic
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+# cryptography is imported inside the functions that sign, verify or read keys: commands
+# that do neither (and importing this module) do not pay for its bindings.
 
 KEY_ENV = "SPARKIMG_KEY"
 
@@ -30,6 +33,8 @@ class KeyFileError(UsageError):
 
 
 def keyid_of(public: ec.EllipticCurvePublicKey) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()
 
@@ -40,6 +45,10 @@ class PublicKey:
     keyid: str
 
     def verify(self, signature: bytes, message: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         try:
             self.key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
         except InvalidSignature:
@@ -47,6 +56,8 @@ class PublicKey:
         return True
 
     def pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
         return self.key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
@@ -56,6 +67,9 @@ class PrivateKey:
     keyid: str
 
     def sign(self, message: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         return self.key.sign(message, ec.ECDSA(hashes.SHA256()))
 
     @property
@@ -65,6 +79,9 @@ class PrivateKey:
 
 def generate(prefix: Path, *, force: bool = False) -> PrivateKey:
     """Write ``PREFIX.key`` (PKCS#8 PEM, mode 0600) and ``PREFIX.pub`` (SubjectPublicKeyInfo PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     private_path, public_path = prefix.with_name(prefix.name + ".key"), prefix.with_name(prefix.name + ".pub")
     for path in (private_path, public_path):
         if path.exists() and not force:
@@ -81,6 +98,9 @@ def generate(prefix: Path, *, force: bool = False) -> PrivateKey:
 
 def load_private(path: Path) -> PrivateKey:
     """The signing key at ``path``; refused when group or others can read it."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     try:
         mode = path.stat().st_mode
         data = path.read_bytes()
@@ -104,6 +124,9 @@ def load_private(path: Path) -> PrivateKey:
 
 def load_public(path: Path) -> PublicKey:
     """A trusted public key (PEM SubjectPublicKeyInfo)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     try:
         data = path.read_bytes()
     except OSError as exc:
