@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ._hashing import digest_file
 from .errors import HashMismatchError, UsageError
+from .formats.canonical import pretty
 
 CHUNK = 1 << 20
 SWEEP_AGE_S = 30
@@ -57,7 +58,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    write_atomic(path, pretty(data))
 
 
 @contextlib.contextmanager

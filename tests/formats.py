@@ -17,7 +17,9 @@ from sparkimg.formats.lock import (
     ToolchainPin,
     TreeFile,
 )
+from sparkimg.formats.manifest import CachedFile, CachedModule, PrewarmManifest, Workspace
 from sparkimg.formats.record import LayerRecord, Metrics, Output
+from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, Subject
 from sparkimg.lock import Lock
 
 DIGEST = "sha256:" + "1" * 64
@@ -66,6 +68,42 @@ def layer_record(*, key: str = "f" * 64, wheels: int = 1) -> LayerRecord:
         audit=({"file": "kernel.whl!k.so", "sm": [121], "missing": []},),
         finished="2026-12-03T00:00:00Z",
     )
+
+
+def statement(*, metadata: bool = True) -> Statement:
+    """A receipt statement with one dependency of each kind sparkimg writes, and one byproduct."""
+    return Statement(
+        subjects=(Subject("sparkimg/demo:0123456789abcdef", {"sha256": "2" * 64}, {"kind": "image-config"}),),
+        external={"spec": {"name": "demo", "path": "demo.yaml", "image": "sparkimg/demo",
+                           "digest": {"sha256": "a" * 64}}},
+        internal={"platform": "linux/arm64", "cuda_architectures": ["12.1a"], "image_key": "f" * 64},
+        dependencies=(
+            Descriptor("base", "oci://r@" + DIGEST, {"sha256": "1" * 64}, annotations={"reference": "r:t"},
+                       nulls=("mediaType",)),
+            Descriptor("source:six", "pkg:pypi/six@1.16.0", {"sha256": "4" * 64}, "https://files.example/six.whl",
+                       annotations={"kind": "pypi", "filename": "six-1.16.0-py2.py3-none-any.whl",
+                                    "version": "1.16.0"}),
+            Descriptor("patch:demo/a.py", "file:patches/demo/a.py", {"sha256": "5" * 64, "md5": "e" * 32},
+                       annotations={"set": "demo", "mode": "bake", "mount": "/a.py", "size": 3}),
+            Descriptor("lock", "file:demo.yaml.lock.json", {"sha256": "9" * 64}),
+        ),
+        builder_version={"sparkimg": "0.1.0"},
+        metadata=RunMetadata("urn:uuid:x", "2026-12-03T00:00:00Z", "2026-12-03T00:01:00Z") if metadata else None,
+        byproducts=(Descriptor("layer:kernel", annotations={"key": "f" * 64}),),
+    )
+
+
+def prewarm_manifest() -> PrewarmManifest:
+    ws = ".cache/flashinfer/0.7.2/121a"
+    files = (CachedFile(f"{ws}/cached_ops/page/page.so", 100, "7" * 64),
+             CachedFile(f"{ws}/cached_ops/page/build.ninja", 10, "8" * 64))
+    return PrewarmManifest(
+        flashinfer="0.7.2", cuda_architectures=("12.1a",), image={"id": DIGEST, "reference": "sparkimg/demo:x"},
+        runner="image", workspace=Workspace("/var/cache/sparkimg/flashinfer", ws, "121a"),
+        serving_env={"CUDA_HOME": "/usr/local/cuda"}, toolchain_mount=None, environment={"python": "3.11.2"},
+        modules=(CachedModule("page", {"generator": "flashinfer.jit.page.gen_page_module", "args": [], "kwargs": {}},
+                              f"{ws}/cached_ops/page/page.so", files, False, 25.0),),
+        created="2026-12-03T00:00:00Z", sparkimg="0.1.0")
 
 
 # -- fatbins: the 0xBA55ED50 container nvcc puts in a shared object ----------------------------

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import UsageError
 from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
+from .canonical import canonical
 
 LABEL = "dev.sparkimg.prewarm"
 
@@ -25,13 +26,13 @@ class KernelLabel:
     toolchain: dict[str, str | None]
 
     def to_label(self) -> str:
-        return json.dumps({
+        return canonical({
             "cuda_architectures": [a.text for a in self.archs],
             "modules": [m.to_json() for m in self.kernels.modules],
             "bounds": asdict(self.kernels.bounds),
             "toolchain": self.toolchain,
             "env": dict(self.kernels.env),
-        }, sort_keys=True, separators=(",", ":"))
+        }).decode()
 
     @classmethod
     def from_label(cls, text: str, where: str) -> KernelLabel:

@@ -56,15 +56,16 @@ def cache_args(cache: Path, image_id: str, key: PublicKey | None) -> CacheArgs:
             raise CacheMismatchError(f"{cache}: quick verification failed: " +
                                      "; ".join(p["message"] for p in report.problems),
                                      hint="run `sparkimg prewarm --verify` for every check, or prewarm again")
-    predicate = manifest.load(envelope.payload, str(where))["predicate"]
-    if predicate["runner"] != "image":
+    data = manifest.load(envelope.payload, str(where))
+    if data.runner != "image":
         raise CacheMismatchError(f"{cache}: made by the host runner (for a bare-metal Python at "
-                                 f"{predicate['workspace']['base']}), not inside an image",
+                                 f"{data.workspace.base}), not inside an image",
                                  hint="prewarm with --runner image for a container")
-    made_for = (predicate.get("image") or {}).get("id")
+    made_for = data.image_id
     if made_for != image_id:
         raise CacheMismatchError(f"{cache}: the cache was made for image {made_for}, the receipt's image is "
                                  f"{image_id}", hint="prewarm again for this image")
-    base = predicate["workspace"]["base"]
-    return CacheArgs(cache.resolve(), base, f"{base}/{predicate['workspace']['dir']}/cached_ops/tmp",
-                     dict(predicate["serving_env"]), predicate.get("toolchain_mount"))
+    base = data.workspace.base
+    toolchain = dict(data.toolchain_mount) if data.toolchain_mount else None
+    return CacheArgs(cache.resolve(), base, f"{base}/{data.workspace.dir}/cached_ops/tmp", dict(data.serving_env),
+                     toolchain)

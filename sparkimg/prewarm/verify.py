@@ -17,6 +17,7 @@ from typing import Any
 
 from .._hashing import hash_many
 from ..build import audit
+from ..formats.manifest import CachedFile, CachedModule, PrewarmManifest
 from ..signing.keys import PublicKey
 from ..spec import Arch
 from . import manifest
@@ -64,32 +65,30 @@ def verify(cache: Path, key: PublicKey, expect: Expect, *, quick: bool = False) 
         report.seconds = time.monotonic() - started
         return report
     data = manifest.load(envelope.payload, str(where))
-    predicate = data["predicate"]
-    files = [(module, item) for module in predicate["modules"] for item in module["files"]]
+    files = [(module, item) for module in data.modules for item in module.files]
     report.files = len(files)
     if quick:
         _sizes(cache, files, report)
         report.not_checked += ["environment", "sha256", "stray", "architectures in code"]
     else:
-        _environment(predicate, expect, report)
+        _environment(data, expect, report)
         _contents(cache, files, report)
-        _stray(cache, predicate, report)
-        _code(cache, predicate, expect, report)
+        _stray(cache, data, report)
+        _code(cache, data, expect, report)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _environment(predicate: dict[str, Any], expect: Expect, report: Report) -> None:
-    recorded_image = (predicate.get("image") or {}).get("id")
+def _environment(data: PrewarmManifest, expect: Expect, report: Report) -> None:
     pairs = [
-        ("flashinfer", expect.flashinfer, predicate["flashinfer"].get("version"),
+        ("flashinfer", expect.flashinfer, data.flashinfer,
          "the cache was compiled by FlashInfer {found}, the serving environment has {expected}"),
         ("architectures", [a.text for a in expect.archs] if expect.archs else None,
-         predicate["cuda_architectures"],
+         list(data.cuda_architectures),
          "the cache was compiled for {found}, the image is to serve {expected}"),
-        ("image", expect.image_id, recorded_image,
+        ("image", expect.image_id, data.image_id,
          "the cache was made for image {found}, the image about to serve is {expected}"),
-        ("path", expect.base, predicate["workspace"].get("base"),
+        ("path", expect.base, data.workspace.base,
          "the cache was compiled under {found} but is used at {expected}: FlashInfer's ninja files name "
          "that path, so it would recompile (mount or keep it at the recorded path)"),
     ]
@@ -102,38 +101,37 @@ def _environment(predicate: dict[str, Any], expect: Expect, report: Report) -> N
             report.problem(check, message.format(found=found, expected=expected))
 
 
-def _sizes(cache: Path, files: list[tuple[dict[str, Any], dict[str, Any]]], report: Report) -> None:
+def _sizes(cache: Path, files: list[tuple[CachedModule, CachedFile]], report: Report) -> None:
     report.checked.append("sizes")
     for module, item in files:
-        path = cache / item["path"]
+        path = cache / item.path
         try:
             size = path.stat().st_size
         except OSError:
-            report.problem("missing", f"{module['name']}: {item['path']} is missing")
+            report.problem("missing", f"{module.name}: {item.path} is missing")
             continue
-        if size != item["size"]:
-            report.problem("size", f"{module['name']}: {item['path']} is {size} bytes, "
-                           f"the manifest says {item['size']}")
+        if size != item.size:
+            report.problem("size", f"{module.name}: {item.path} is {size} bytes, the manifest says {item.size}")
 
 
-def _contents(cache: Path, files: list[tuple[dict[str, Any], dict[str, Any]]], report: Report) -> None:
+def _contents(cache: Path, files: list[tuple[CachedModule, CachedFile]], report: Report) -> None:
     report.checked += ["files", "sha256"]
-    hashed = hash_many(cache / item["path"] for _, item in files)
+    hashed = hash_many(cache / item.path for _, item in files)
     for module, item in files:
-        digests = hashed[cache / item["path"]]
+        digests = hashed[cache / item.path]
         if digests is None:
-            report.problem("missing", f"{module['name']}: {item['path']} is missing")
-        elif digests["sha256"] != item["sha256"]:
-            report.problem("sha256", f"{module['name']}: {item['path']} has sha256 {digests['sha256'][:16]}…, "
-                           f"the manifest says {item['sha256'][:16]}… (changed or damaged after prewarm)")
+            report.problem("missing", f"{module.name}: {item.path} is missing")
+        elif digests["sha256"] != item.sha256:
+            report.problem("sha256", f"{module.name}: {item.path} has sha256 {digests['sha256'][:16]}…, "
+                           f"the manifest says {item.sha256[:16]}… (changed or damaged after prewarm)")
 
 
-def _stray(cache: Path, predicate: dict[str, Any], report: Report) -> None:
+def _stray(cache: Path, data: PrewarmManifest, report: Report) -> None:
     """Modules or files in FlashInfer's cached_ops that the manifest does not list."""
     report.checked.append("stray")
-    jit_dir = cache / predicate["workspace"]["dir"] / "cached_ops"
-    listed = {item["path"] for module in predicate["modules"] for item in module["files"]}
-    names = {module["name"] for module in predicate["modules"]}
+    jit_dir = cache / data.workspace.dir / "cached_ops"
+    listed = {item.path for module in data.modules for item in module.files}
+    names = {module.name for module in data.modules}
     if not jit_dir.is_dir():
         report.problem("missing", f"{jit_dir} is missing: not a FlashInfer cache for this version and architecture")
         return
@@ -150,19 +148,19 @@ def _stray(cache: Path, predicate: dict[str, Any], report: Report) -> None:
                 report.problem("stray", f"{rel} is not in the manifest (module {entry.name} holds an extra file)")
 
 
-def _code(cache: Path, predicate: dict[str, Any], expect: Expect, report: Report) -> None:
+def _code(cache: Path, data: PrewarmManifest, expect: Expect, report: Report) -> None:
     """Each module's shared object must hold code for every architecture asked for."""
     report.checked.append("architectures in code")
-    archs = expect.archs or tuple(Arch(a) for a in predicate["cuda_architectures"])
+    archs = expect.archs or tuple(Arch(a) for a in data.cuda_architectures)
     wanted = [a.sm for a in archs]
-    for module in predicate["modules"]:
-        path = cache / module["library"]
+    for module in data.modules:
+        path = cache / module.library
         try:
-            data = path.read_bytes()
+            code = path.read_bytes()
         except OSError:
             continue  # reported as missing
         # A host-only module (no fatbin) passes, as in the compile layers' audit.
-        for found in audit.failures([audit.audit_file(module["library"], data, wanted)]):
+        for found in audit.failures([audit.audit_file(module.library, code, wanted)]):
             have = ", ".join(f"sm_{sm}" for sm in found["sm"])
             lacks = ", ".join(f"sm_{sm}" for sm in found["missing"])
-            report.problem("code", f"{module['name']}: {module['library']} holds code for {have}, not {lacks}")
+            report.problem("code", f"{module.name}: {module.library} holds code for {have}, not {lacks}")

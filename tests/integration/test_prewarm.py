@@ -86,18 +86,18 @@ def test_manifest_records_the_cache(warmed: Path, keys: tuple[Path, Path]) -> No
     envelope = dsse.read(warmed / "sparkimg-prewarm.json")
     assert envelope.check_signature(load_public(keys[1])) is None
     data = manifest.load(envelope.payload, "manifest")
-    predicate = data["predicate"]
-    assert predicate["flashinfer"]["version"] == "0.7.2.post1"
-    assert predicate["cuda_architectures"] == ["12.1a"]
-    assert predicate["image"] == {"id": IMAGE_A, "reference": None}
-    assert predicate["workspace"] == {"base": str(warmed.resolve()), "dir": ".cache/flashinfer/0.7.2.post1/121a",
-                                      "arch_dir": "121a"}
-    assert [s["name"].rsplit("/", 1)[-1] for s in data["subject"]] == ["silu_and_mul.so", "gelu_tanh_and_mul.so"]
-    for module in predicate["modules"]:
-        paths = {f["path"].rsplit("/", 1)[-1] for f in module["files"]}
-        assert {f"{module['name']}.so", "build.ninja", f"{module['name']}.cu"} <= paths
+    assert data.flashinfer == "0.7.2.post1"
+    assert data.cuda_architectures == ("12.1a",)
+    assert data.image == {"id": IMAGE_A, "reference": None}
+    assert data.workspace.to_json() == {"base": str(warmed.resolve()), "dir": ".cache/flashinfer/0.7.2.post1/121a",
+                                        "arch_dir": "121a"}
+    subjects = data.to_json()["subject"]
+    assert [s["name"].rsplit("/", 1)[-1] for s in subjects] == ["silu_and_mul.so", "gelu_tanh_and_mul.so"]
+    for module in data.modules:
+        paths = {f.path.rsplit("/", 1)[-1] for f in module.files}
+        assert {f"{module.name}.so", "build.ninja", f"{module.name}.cu"} <= paths
     # What a read-only mount needs: FlashInfer's lock folder exists, its log points to /tmp.
-    workspace = warmed / predicate["workspace"]["dir"]
+    workspace = warmed / data.workspace.dir
     assert (workspace / "cached_ops" / "tmp").is_dir()
     assert os.readlink(workspace / "flashinfer_jit.log") == "/tmp/flashinfer_jit.log"
 
@@ -238,7 +238,7 @@ def test_flashinfer_loads_the_cache_read_only_without_compiling(python: str, war
 
     before = {p: p.stat().st_mtime_ns for p in warmed.rglob("*") if p.is_file()}
     workspace = next(warmed.glob(".cache/flashinfer/*/121a"))
-    serving_env = manifest.load(dsse.read(warmed / "sparkimg-prewarm.json").payload, "m")["predicate"]["serving_env"]
+    serving_env = manifest.load(dsse.read(warmed / "sparkimg-prewarm.json").payload, "m").serving_env
     assert serving_env == {"FLASHINFER_WORKSPACE_BASE": str(warmed.resolve()), "FLASHINFER_CUDA_ARCH_LIST": "12.1a",
                            "CUDA_HOME": "/usr/local/cuda"}
     script = tmp_path / "serve.py"

@@ -87,12 +87,12 @@ def test_prewarm_runs_in_the_image_and_records_it(warmed: Warmed, engine: Engine
 
     assert [(m["name"], m["status"]) for m in warmed.result["modules"]] == [
         ("silu_and_mul", "compiled"), ("gelu_tanh_and_mul", "compiled")]
-    predicate = manifest.load(dsse.read(warmed.cache / "sparkimg-prewarm.json").payload, "m")["predicate"]
-    assert predicate["runner"] == "image"
-    assert predicate["image"]["id"] == engine.image_id(warmed.image)
-    assert predicate["workspace"]["base"] == "/var/cache/sparkimg/flashinfer"
-    assert predicate["environment"]["python"].startswith("3.11")  # the image's interpreter, not the host's
-    assert predicate["serving_env"]["CUDA_HOME"] == "/usr/local/cuda"
+    data = manifest.load(dsse.read(warmed.cache / "sparkimg-prewarm.json").payload, "m")
+    assert data.runner == "image"
+    assert data.image_id == engine.image_id(warmed.image)
+    assert data.workspace.base == "/var/cache/sparkimg/flashinfer"
+    assert data.environment["python"].startswith("3.11")  # the image's interpreter, not the host's
+    assert data.serving_env["CUDA_HOME"] == "/usr/local/cuda"
 
 
 def test_verify_against_the_image_by_receipt_image_and_spec(

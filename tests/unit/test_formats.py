@@ -1,0 +1,101 @@
+"""Each format's model reads back what it writes, byte for byte in canonical JSON, and a
+damaged file is bad input naming the file and the field (never a KeyError)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sparkimg.errors import EnvelopeError, LockError, UsageError
+from sparkimg.formats.canonical import canonical, digest_of, pretty
+from sparkimg.formats.kernels import KernelLabel
+from sparkimg.formats.lock import LockFile
+from sparkimg.formats.manifest import PrewarmManifest
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.statement import Statement, facts
+from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet
+from tests.formats import layer_record, lock_json, prewarm_manifest, statement
+
+
+def test_canonical_json_is_a_pure_function_of_the_value() -> None:
+    assert canonical({"b": 1, "a": [1, "é"]}) == b'{"a":[1,"\\u00e9"],"b":1}'
+    assert pretty({"b": 1, "a": 2}) == b'{\n  "a": 2,\n  "b": 1\n}\n'
+    assert digest_of({"a": 1}) == digest_of(dict(reversed(list({"a": 1}.items()))))
+
+
+def test_lock_round_trips() -> None:
+    data = lock_json()
+    assert LockFile.from_json(copy.deepcopy(data), "x").to_json() == data
+    host = lock_json()
+    host["toolchain"] = {"cuda": "base"}
+    assert LockFile.from_json(host, "x").to_json()["toolchain"] == {"cuda": "base"}
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("base", "manifest_digest"), "latest", "base.manifest_digest must be a sha256:HEX digest"),
+    (("sources", "six", "kind"), "svn", "sources.six.kind must be 'git', 'pypi' or 'path'"),
+    (("source_date_epoch",), "yesterday", "source_date_epoch must be a non-negative integer"),
+    (("patches", "demo", "mode"), "copy", "patches.demo.mode must be 'bake' or 'mount'"),
+    (("sources",), [], "sources must be an object"),
+])
+def test_a_damaged_lock_names_the_field(path: tuple[str, ...], value: Any, message: str) -> None:
+    data = lock_json()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(LockError) as caught:
+        LockFile.from_json(data, "demo.yaml.lock.json")
+    assert caught.value.message.startswith("demo.yaml.lock.json: ") and message in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_layer_record_round_trips() -> None:
+    record = layer_record(wheels=2)
+    assert LayerRecord.from_json(record.to_json(), "x") == record
+    broken = record.to_json()
+    del broken["outputs"][0]["sha256"]
+    with pytest.raises(UsageError, match=r"records/layers/KEY\.json: not a sparkimg layer record"):
+        LayerRecord.from_json(broken, "records/layers/KEY.json")
+
+
+@pytest.mark.parametrize("metadata", [True, False])
+def test_statement_round_trips(metadata: bool) -> None:
+    made = statement(metadata=metadata)
+    data = made.to_json()
+    assert canonical(Statement.from_json(copy.deepcopy(data), "x").to_json()) == canonical(data)
+    assert ("metadata" in data["predicate"]["runDetails"]) is metadata
+    assert data["predicate"]["buildDefinition"]["resolvedDependencies"][0]["mediaType"] is None  # kept as written
+    assert facts(Statement.from_json(data, "x"))["image.id"] == "sha256:" + "2" * 64
+
+
+def test_statement_that_is_not_a_receipt_names_the_file() -> None:
+    data = statement().to_json()
+    data["predicateType"] = "https://example/other"
+    with pytest.raises(EnvelopeError, match=r"r\.json: not a sparkimg receipt: predicateType"):
+        Statement.from_json(data, "r.json")
+
+
+def test_prewarm_manifest_round_trips_and_ignores_time_when_compared() -> None:
+    made = prewarm_manifest()
+    data = made.to_json()
+    assert PrewarmManifest.from_json(copy.deepcopy(data), "m") == made
+    assert data["subject"] == [{"name": made.modules[0].library, "digest": {"sha256": "7" * 64}}]
+    later = PrewarmManifest.from_json({**data, "predicate": {**data["predicate"], "created": "2027-01-01T00:00:00Z"}},
+                                      "m")
+    assert later != made and later.timeless() == made.timeless()
+    del data["predicate"]["modules"][0]["files"][0]["size"]
+    with pytest.raises(EnvelopeError, match="m: not a sparkimg prewarm manifest"):
+        PrewarmManifest.from_json(data, "m")
+
+
+def test_kernel_label_round_trips() -> None:
+    label = KernelLabel(KernelSet((KernelModule("flashinfer.jit.page.gen_page_module"),
+                                   KernelModule("flashinfer.jit.activation.gen_act_and_mul_module", ("silu",))),
+                                  Bounds(8 << 30, None, None, 4096, 2 << 30), {"A": "1"}),
+                        (Arch("12.1a"),), {"cuda": "host", "path": "/usr/local/cuda"})
+    assert KernelLabel.from_label(label.to_label(), "img") == label
+    with pytest.raises(UsageError, match=r"img: label dev\.sparkimg\.prewarm is not a kernel set"):
+        KernelLabel.from_label('{"modules": 3}', "img")
