@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CHUNK = 1 << 20
@@ -40,5 +39,7 @@ def hash_many(paths: Iterable[Path], algorithms: tuple[str, ...] = ("sha256",),
     workers = workers or min(32, os.cpu_count() or 1)
     if workers == 1 or len(unique) < 2:
         return {p: hash_file(p, algorithms) for p in unique}
+    from concurrent.futures import ThreadPoolExecutor  # its import costs ~8 ms: only where threads run
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return dict(zip(unique, pool.map(lambda p: hash_file(p, algorithms), unique), strict=True))

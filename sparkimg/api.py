@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .build.image import BuildResult
     from .engine import Engine
     from .fetch import Fetched
-    from .formats.statement import Statement
+    from .formats.statement import Descriptor, Statement
     from .lock import Lock
     from .patches import SumProblem
     from .plan import Plan
@@ -53,13 +53,21 @@ def load(spec_path: Path) -> Spec:
     return load_spec(spec_path)
 
 
-def locked(spec: Spec) -> Lock:
+def locked(spec: Spec, store: Store | None = None) -> Lock:
     """The spec's lock, loaded and checked against the spec and the disk."""
     from . import lock as lock_mod
 
     lock = lock_mod.load(spec)
-    lock_mod.check(spec, lock)
+    lock_mod.check(spec, lock, store)
     return lock
+
+
+def engine(store: Store) -> Engine:
+    """The engine, with the client chosen before remembered in the store (no probe while the
+    client binaries are unchanged; the daemon is asked by the first operation)."""
+    from .engine import Engine
+
+    return Engine.connect(remember=store.record_path("engine", "client"))
 
 
 # -- check, lock, fetch, plan ----------------------------------------------------------
@@ -95,11 +103,11 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
 
 def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
     """Fetch every locked input into the store and pull the base by digest."""
-    from .engine import Engine
     from .fetch import fetch as fetch_inputs
 
     spec = load(spec_path)
-    return fetch_inputs(spec, locked(spec), _store(store), Engine.connect(), report=report)
+    the_store = _store(store)
+    return fetch_inputs(spec, locked(spec, the_store), the_store, engine(the_store), report=report)
 
 
 @dataclass(frozen=True)
@@ -112,19 +120,17 @@ def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silen
     """Each layer's key, whether it is built, and what changed since the last build. Without an
     engine the image shows as to build."""
     from .build.image import built_image
-    from .engine import Engine
     from .plan import compute, image_key
 
     spec = load(spec_path)
-    lock = locked(spec)
+    the_store = _store(store)
+    lock = locked(spec, the_store)
     try:
-        engine = Engine.connect()
+        image_id = built_image(engine(the_store), spec, image_key(spec, lock))
     except EngineError as exc:
         report(Event(Phase.PLAN, f"no engine ({exc.message}); the image layer shows as to build", kind=Kind.WARNING))
         image_id = None
-    else:
-        image_id = built_image(engine, spec, image_key(spec, lock))
-    return Planned(compute(spec, lock, _store(store), image_built=image_id is not None), image_id)
+    return Planned(compute(spec, lock, the_store, image_built=image_id is not None), image_id)
 
 
 # -- build -------------------------------------------------------------------------------
@@ -164,13 +170,8 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
           report: Reporter = silent) -> Built:
     """Fetch, compile in bounds, audit, assemble; then prewarm (when asked) and write the receipt."""
     from . import lock as lock_mod
-    from .build.bounds import Overrides, derive
+    from .build.bounds import Overrides
     from .build.image import build as build_image
-    from .engine import Engine
-    from .prewarm.runner import runner_for
-    from .prewarm.targets import target_of_spec
-    from .prewarm.warm import prewarm as warm
-    from .prewarm.warm import receipt_entry
     from .receipts.emit import emit
 
     spec = load(spec_path)
@@ -178,16 +179,12 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
     the_store = _store(store)
-    engine = Engine.connect()
-    result = build_image(spec, lock, the_store, engine, overrides, report=report)
-    warmed = None
-    if options.prewarm is not None:
-        target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
-        budget = derive(target.kernels.bounds, overrides, layer="prewarm")
-        runner = runner_for("image", target, engine=engine, budget=budget)
-        warmed = warm(target, runner, options.prewarm, budget, key, report)
+    the_engine = engine(the_store)
+    result = build_image(spec, lock, the_store, the_engine, overrides, report=report)
+    warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, report) \
+        if options.prewarm is not None else None
     emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
-                   prewarm=receipt_entry(warmed) if warmed else None)
+                   prewarm=warmed.entry if warmed else None)
     result.receipt = str(emitted.path)
     if emitted.signed:
         report(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
@@ -195,7 +192,29 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     else:
         report(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
                      "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
-    return Built(result, emitted, warmed)
+    return Built(result, emitted, warmed.result if warmed else None)
+
+
+@dataclass(frozen=True)
+class _Warmed:
+    result: PrewarmResult
+    entry: Descriptor
+
+
+def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
+                   key: PrivateKey | None, report: Reporter) -> _Warmed:
+    """``build --prewarm``: the spec's kernel set, compiled inside the image just built."""
+    from .build.bounds import derive
+    from .prewarm.runner import runner_for
+    from .prewarm.targets import target_of_spec
+    from .prewarm.warm import prewarm as warm
+    from .prewarm.warm import receipt_entry
+
+    target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
+    budget = derive(target.kernels.bounds, overrides, layer="prewarm")
+    runner = runner_for("image", target, engine=engine, budget=budget)
+    warmed = warm(target, runner, cache, budget, key, report)
+    return _Warmed(warmed, receipt_entry(warmed))
 
 
 # -- keys, patches, receipts -----------------------------------------------------------

@@ -8,21 +8,19 @@ back, and ``check`` fails closed when it is stale or disagrees with the spec or 
 from __future__ import annotations
 
 import json
-import platform as _platform
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__, _git, _pypi, _tree
 from . import patches as patches_mod
-from ._registry import RegistryClient
 from .errors import LockError, ResolveError
 from .events import Event, Phase, Reporter, silent
 from .formats.canonical import pretty, sha256_prefixed
+from .formats.intoto import rfc3339
 from .formats.lock import (
     BasePin,
     GitPin,
@@ -37,6 +35,9 @@ from .formats.lock import (
 )
 from .spec import GitSource, PatchSet, PathSource, PypiSource, Spec
 from .store import Store, sha256_file, write_atomic
+
+if TYPE_CHECKING:
+    from ._registry import RegistryClient
 
 
 def lock_path(spec: Spec) -> Path:
@@ -78,7 +79,9 @@ class Lock:
 
 
 def native_platform() -> str:
-    machine = _platform.machine().lower()
+    import platform
+
+    machine = platform.machine().lower()
     return {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64",
             "arm64": "linux/arm64"}.get(machine, f"linux/{machine}")
 
@@ -113,6 +116,8 @@ def resolve(
     base = old.base if old is not None and keeps("base", old.base, base_spec) else None
     if base is None:
         report(Event(Phase.RESOLVE, f"resolving base {spec.base.reference}"))
+        from ._registry import RegistryClient
+
         client = registry or RegistryClient()
         resolved = client.resolve(spec.base.repository, spec.base.digest or spec.base.tag or "", platform)
         if spec.base.digest and spec.base.digest not in (resolved.manifest_digest, resolved.index_digest):
@@ -142,14 +147,14 @@ def resolve(
         spec_file=spec.path.name,
         spec_digest=spec.digest,
         created=old.created if old is not None and old.spec_digest == spec.digest
-        else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        else rfc3339(time.time()),
         platform=platform,
         cuda_architectures=tuple(a.text for a in spec.cuda_architectures),
         source_date_epoch=epoch,
         base=base,
         sources=sources,
         patches=patches,
-        toolchain=_toolchain(spec),
+        toolchain=_toolchain(spec, store),
     )
 
 
@@ -174,8 +179,9 @@ def load(spec: Spec, path: Path | None = None) -> Lock:
     return Lock(LockFile.from_json(data, str(path)), sha256_prefixed(raw), path)
 
 
-def check(spec: Spec, lock: Lock) -> None:
-    """Fail closed unless the lock matches the spec and the local files on disk."""
+def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
+    """Fail closed unless the lock matches the spec and the local files on disk (``store``, when
+    given, remembers the toolkit's identity while nvcc is the same file)."""
     relock = f"run `sparkimg lock {_rel(spec.path)}`"
     problems: list[str] = []
     model = lock.model
@@ -208,7 +214,7 @@ def check(spec: Spec, lock: Lock) -> None:
     for patch_set in spec.patches:
         if model.patches.get(patch_set.name) != _patch_entry(spec, patch_set):
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
-    if model.toolchain != _toolchain(spec):
+    if model.toolchain != _toolchain(spec, store):
         problems.append("toolchain: the CUDA toolkit differs from the one locked")
     if problems:
         raise LockError(f"{lock.path} disagrees with {spec.path.name}:\n" +
@@ -268,7 +274,9 @@ def _patch_entry(spec: Spec, patch_set: PatchSet) -> PatchSetPin:
     return PatchSetPin(patch_set.dir.relative_to(spec.root).as_posix(), patch_set.mode, tuple(files))
 
 
-def _toolchain(spec: Spec) -> ToolchainPin:
+def _toolchain(spec: Spec, store: Store | None = None) -> ToolchainPin:
+    """The CUDA toolkit's identity: nvcc's version and sha256 (remembered by the store while the
+    binary is the same file, so checking a lock does not re-hash 30 MB on every build)."""
     if spec.toolchain.cuda == "base":
         return ToolchainPin("base")
     assert spec.toolchain.path is not None
@@ -277,10 +285,15 @@ def _toolchain(spec: Spec) -> ToolchainPin:
     if not nvcc.is_file():
         raise ResolveError(f"toolchain.path: {nvcc} not found",
                            hint="point toolchain.path at a CUDA toolkit (the folder holding bin/nvcc)")
+    found = store.memo("nvcc", nvcc, _nvcc_identity) if store is not None else _nvcc_identity(nvcc)
+    return ToolchainPin("host", str(root), str(root.resolve()), found["release"], found["build"], found["sha256"])
+
+
+def _nvcc_identity(nvcc: Path) -> dict[str, str]:
     try:
         out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         raise ResolveError(f"{nvcc} --version failed: {exc}") from None
     release = next((line.split("release", 1)[1].strip() for line in out.splitlines() if "release" in line), "")
     build = next((line.split(":", 1)[-1].strip() for line in out.splitlines() if line.startswith("Build")), "")
-    return ToolchainPin("host", str(root), str(root.resolve()), release, build, sha256_file(nvcc))
+    return {"release": release, "build": build, "sha256": sha256_file(nvcc)}

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -150,6 +150,22 @@ class Store:
 
     def write_record(self, kind: str, name: str, data: dict[str, Any]) -> None:
         write_json_atomic(self.record_path(kind, name), data)
+
+    def memo(self, kind: str, path: Path, compute: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+        """``compute(path)``, remembered while the file is the same file: same inode, size, mtime
+        and ctime (ctime moves on any change to the file, and cannot be set back by its owner).
+        What git's index does for the working tree; a changed file is computed again."""
+        real = path.resolve()
+        st = real.stat()
+        stamp = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        name = hashlib.sha256(f"{kind}\0{real}".encode()).hexdigest()
+        known = self.read_record("memo", name)
+        if known is not None and known.get("stamp") == stamp and isinstance(known.get("value"), dict):
+            value: dict[str, Any] = known["value"]
+            return value
+        value = compute(real)
+        self.write_record("memo", name, {"path": str(real), "kind": kind, "stamp": stamp, "value": value})
+        return value
 
     # -- temp files and locks ----------------------------------------------------
 

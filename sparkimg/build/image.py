@@ -14,15 +14,12 @@ from typing import Any
 from .. import lock as lock_mod
 from ..engine import Engine
 from ..events import Event, Kind, Phase, Reporter, silent
-from ..fetch import fetch
 from ..formats.record import LayerRecord
 from ..lock import Lock
 from ..plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
 from ..spec import CompileLayer, Spec
 from ..store import Store
-from .assemble import assemble
 from .bounds import Overrides, derive
-from .compile import compile_layer
 
 
 @dataclass
@@ -77,13 +74,18 @@ def build(
 ) -> BuildResult:
     started = time.time()
     overrides = overrides or Overrides()
-    lock_mod.check(spec, lock)
+    lock_mod.check(spec, lock, store)
     image_id = built_image(engine, spec, image_key(spec, lock))
     if image_id is not None:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
         plan = compute(spec, lock, store, image_built=True).all_cached()
         return BuildResult(plan, plan.image_ref, image_id, records=_records(plan, store), started=started,
                            finished=time.time(), engine={"client": engine.version})
+    # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
+    from ..fetch import fetch
+    from .assemble import assemble
+    from .compile import compile_layer
+
     plan = compute(spec, lock, store)
     fetched = fetch(spec, lock, store, engine, report=report)
     assert fetched.base_tag is not None

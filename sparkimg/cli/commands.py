@@ -11,8 +11,6 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from rich.text import Text
-
 from .. import api
 from .._units import format_size
 from ..build.bounds import Overrides
@@ -65,7 +63,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if _emit(args, {"image": {"reference": plan.image_ref, "id": planned.image_id}, "receipt": None,
                     "layers": [layer.to_json() for layer in plan.layers]}):
         return 0
-    rows: list[list[str | Text]] = [[layer.name, layer.kind, layer.key[:16],
+    rows: list[list[render.Cell]] = [[layer.name, layer.kind, layer.key[:16],
              render.state("cached", "green") if layer.cached else render.state("to build", "yellow"),
              ", ".join(layer.changed) or "-"] for layer in plan.layers]
     render.table(f"{plan.spec.name}: {plan.image_ref}", ["layer", "kind", "key", "state", "changed since last build"],
@@ -100,7 +98,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     checks = api.doctor()
     ok = all(c["ok"] or not c["required"] for c in checks)
     if not _emit(args, {"ok": ok, "checks": checks}):
-        rows: list[list[str | Text]] = [[c["name"], render.state("ok", "green") if c["ok"] else
+        rows: list[list[render.Cell]] = [[c["name"], render.state("ok", "green") if c["ok"] else
                  render.state("missing", "red") if c["required"] else render.state("warn", "yellow"), c["detail"]]
                 for c in checks]
         render.table("sparkimg doctor", ["check", "state", "detail"], rows)
@@ -143,7 +141,7 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
     report = api.verify_receipt(request, store=args.store)
     if _emit(args, report.to_json()):
         return report.exit_code
-    rows: list[list[str | Text]] = [[c.stage, c.field, _short(c.expected), _short(c.found),
+    rows: list[list[render.Cell]] = [[c.stage, c.field, _short(c.expected), _short(c.found),
              render.state("ok", "green") if c.ok else render.state("MISMATCH", "red")] for c in report.checks]
     render.table(f"verify-receipt {args.receipt}", ["stage", "field", "expected", "found", ""], rows, fold=True)
     if report.ok:
@@ -240,7 +238,7 @@ def _prewarm_verify(args: argparse.Namespace) -> int:
         mode = "quick " if args.quick else ""
         verdict = render.state("ok", "green") if report.ok else render.state(f"{len(report.problems)} problem(s)",
                                                                              "red")
-        render.line(f"{args.cache}: {mode}verify ", (verdict.plain, str(verdict.style)),
+        render.line(f"{args.cache}: {mode}verify ", verdict,
                     f": {report.files} files; checked {', '.join(report.checked)}; {report.seconds * 1000:.0f} ms")
     return 0 if report.ok else 1
 

@@ -7,7 +7,6 @@ Only argparse is imported before the arguments are parsed, so ``sparkimg --versi
 from __future__ import annotations
 
 import json
-import traceback
 from collections.abc import Sequence
 
 from ..errors import SparkimgError
@@ -22,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands.HANDLERS[args.command](args)
     except SparkimgError as exc:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         if getattr(args, "json", False):
             print(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))

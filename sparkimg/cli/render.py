@@ -1,33 +1,39 @@
-"""Rendering for a person or a script: events as rich lines on stderr or JSON lines
-(``--json-logs``), results as tables on stdout or one JSON object (``--json``).
+"""Rendering for a person or a script: events as lines on stderr or JSON lines
+(``--json-logs``), results as lines and tables on stdout or one JSON object (``--json``).
 
-Text from outside (compile logs, file names, engine output, error messages) is never
-read as rich markup: it goes into ``Text`` objects, so ``[/usr/local/cuda]`` prints as is.
+Text from outside (compile logs, file names, engine output, error messages) is never read
+as markup: lines are written as they are, styled only by a prefix on a terminal; tables go
+through rich ``Text`` cells. rich is imported only to draw a table, so a no-op build does
+not pay for it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
-from functools import cache
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import IO, Any
 
 from ..errors import SparkimgError
 from ..events import Event, Kind
 
+Styled = tuple[str, str]  # (text, style)
+Cell = str | Styled
+_CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36",
+          "bold red": "1;31", "bold yellow": "1;33"}
 
-@cache
-def out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+
+def _colour(stream: IO[str]) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-@cache
-def err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+def _write(stream: IO[str], parts: Sequence[Cell]) -> None:
+    colour = _colour(stream)
+    text = "".join(p if isinstance(p, str) else (f"\033[{_CODES.get(p[1], '0')}m{p[0]}\033[0m" if colour else p[0])
+                   for p in parts)
+    stream.write(text + "\n")
+    stream.flush()
 
 
 class TerminalReporter:
@@ -40,11 +46,11 @@ class TerminalReporter:
         if event.kind is Kind.LOG:
             if not self.quiet:
                 where = f"{event.layer}:{event.phase}" if event.layer else str(event.phase)
-                err().print(Text.assemble((f"[{where}] ", "dim"), event.message))
+                _write(sys.stderr, [(f"[{where}] ", "dim"), event.message])
         elif event.kind is Kind.WARNING:
             warning(event.message)
         else:
-            err().print(Text.assemble(("sparkimg ", "cyan"), event.message))
+            _write(sys.stderr, [("sparkimg ", "cyan"), event.message])
 
 
 class JsonLinesReporter:
@@ -60,43 +66,45 @@ def reporter(*, json_logs: bool, quiet: bool = False) -> TerminalReporter | Json
 
 
 def warning(message: str) -> None:
-    err().print(Text.assemble(("warning: ", "bold yellow"), message))
+    _write(sys.stderr, [("warning: ", "bold yellow"), message])
 
 
 def error(exc: SparkimgError, *, json_logs: bool = False) -> None:
     if json_logs:
         sys.stderr.write(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}) + "\n")
-    err().print(Text.assemble(("error: ", "bold red"), str(exc)))
+    _write(sys.stderr, [("error: ", "bold red"), str(exc)])
 
 
 def error_text(message: str) -> None:
-    err().print(Text(message))
+    _write(sys.stderr, [message])
 
 
 def mismatch(label: str, message: str) -> None:
-    err().print(Text.assemble((f"{label}: ", "red"), message))
+    _write(sys.stderr, [(f"{label}: ", "red"), message])
 
 
-def line(*parts: str | tuple[str, str]) -> None:
+def line(*parts: Cell) -> None:
     """One line on stdout; plain strings are literal text, (text, style) pairs are styled."""
-    out().print(Text.assemble(*parts))
+    _write(sys.stdout, parts)
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str | Text]], *, caption: str | None = None,
+def state(text: str, style: str) -> Styled:
+    """A styled word (a table cell, or part of a line)."""
+    return (text, style)
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]], *, caption: str | None = None,
           fold: bool = False) -> None:
+    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     shown = Table(title=Text(title), caption=caption)
     for column in columns:
         shown.add_column(column, overflow="fold" if fold else "ellipsis")
     for row in rows:
-        shown.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
-    out().print(shown)
-
-
-def state(text: str, style: str) -> Text:
-    """A styled table cell."""
-    return Text(text, style=style)
+        shown.add_row(*(Text(cell) if isinstance(cell, str) else Text(cell[0], style=cell[1]) for cell in row))
+    Console(highlight=False, soft_wrap=True).print(shown)
 
 
 def print_json(data: Any) -> None:

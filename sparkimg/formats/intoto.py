@@ -4,7 +4,7 @@ manifests): the statement type, the time format, and parsing a DSSE payload as J
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from ..errors import EnvelopeError
@@ -14,7 +14,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
 def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def parse_payload(payload: bytes, where: str) -> Any:

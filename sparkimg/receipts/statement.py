@@ -9,8 +9,6 @@ docs/receipt.md is the reference for every field.
 
 from __future__ import annotations
 
-import socket
-import uuid
 from typing import Any
 
 from .. import __version__
@@ -100,6 +98,8 @@ def statement(
         "sparkimg": __version__,
     }
     if record_host:
+        import socket
+
         internal["host"] = socket.gethostname()
     byproducts: list[Descriptor] = []
     for name, record in records.items():
@@ -117,6 +117,12 @@ def statement(
         internal=internal,
         dependencies=dependencies(spec, lock, blobs),
         builder_version={"sparkimg": __version__},
-        metadata=RunMetadata(f"urn:uuid:{uuid.uuid4()}", rfc3339(started), rfc3339(finished)),
+        metadata=RunMetadata(_invocation_id(), rfc3339(started), rfc3339(finished)),
         byproducts=tuple(byproducts),
     )
+
+
+def _invocation_id() -> str:
+    import uuid
+
+    return f"urn:uuid:{uuid.uuid4()}"

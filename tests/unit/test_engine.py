@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,3 +198,108 @@ def test_importing_the_library_loads_no_heavy_dependency() -> None:
              f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+# -- the Engine API socket and the remembered client --------------------------------------------
+
+
+class _FakeApi:
+    """An Engine API on a unix socket that knows one image, ``present``."""
+
+    def __init__(self, path: Path, status: int = 200) -> None:
+        import http.server
+        import socketserver
+        import threading
+
+        body, fixed = json.dumps(IMAGE).encode(), status
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                found = self.path == "/images/present/json"
+                code = fixed if fixed != 200 else (200 if found else 404)
+                payload = body if code == 200 else b'{"message": "no such image"}'
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[Any, Any]:
+                request, _ = super().get_request()
+                return request, ("local", 0)  # http.server wants a (host, port) client address
+
+        self.server = Server(str(path), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_inspect_over_the_api_socket_answers_like_the_client(tmp_path: Path) -> None:
+    socket_path = tmp_path / "docker.sock"
+    api = _FakeApi(socket_path)
+    try:
+        engine = Engine(client=str(fake_docker(tmp_path)), version="28.2.2", api_socket=str(socket_path))
+        via_api = engine.inspect("present")
+        assert via_api == Engine(client=engine.client, version="28.2.2").inspect("present")
+        assert engine.inspect("absent") is None
+    finally:
+        api.close()
+    assert calls(Path(engine.client)) == ["image inspect --format {{json .}} present"]  # the client only once, above
+
+
+def test_api_socket_gone_is_an_engine_that_is_not_running(tmp_path: Path) -> None:
+    engine = Engine(client="docker", version="28.2.2", api_socket=str(tmp_path / "gone.sock"))
+    with pytest.raises(EngineError, match="not running") as caught:
+        engine.inspect("present")
+    assert caught.value.exit_code == 3
+
+
+def test_api_socket_error_is_an_engine_failure(tmp_path: Path) -> None:
+    socket_path = tmp_path / "docker.sock"
+    api = _FakeApi(socket_path, status=500)
+    try:
+        with pytest.raises(EngineError, match="answered 500"):
+            Engine(client="docker", version="28.2.2", api_socket=str(socket_path)).inspect("present")
+    finally:
+        api.close()
+
+
+def test_the_api_socket_is_used_only_where_the_client_would_use_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "d.sock"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'd.sock'}")
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    assert engine_mod._api_socket("/usr/bin/docker") == str(tmp_path / "d.sock")
+    assert engine_mod._api_socket("/usr/bin/podman") is None
+    monkeypatch.setenv("DOCKER_HOST", "ssh://node2")
+    assert engine_mod._api_socket("/usr/bin/docker") is None
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'missing.sock'}")
+    assert engine_mod._api_socket("/usr/bin/docker") is None
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'd.sock'}")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.json").write_text('{"currentContext": "node2"}')
+    assert engine_mod._api_socket("/usr/bin/docker") is None
+    sock.close()
+
+
+def test_a_remembered_client_is_not_probed_again_until_the_binary_changes(tmp_path: Path) -> None:
+    script = fake_docker(tmp_path)
+    remember = tmp_path / "engine.json"
+    first = Engine.connect(client=str(script), remember=remember)
+    probes = len(calls(script))
+    again = Engine.connect(client=str(script), remember=remember)
+    assert (again.client, again.version) == (first.client, first.version) and len(calls(script)) == probes
+    script.write_text(script.read_text() + "\n")  # another binary at the same path
+    Engine.connect(client=str(script), remember=remember)
+    assert len(calls(script)) > probes
