@@ -4,7 +4,9 @@ rebuild, patch-only rebuild."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +82,61 @@ def test_stale_and_missing_lock_fail_closed(
     demo.write_text(demo.read_text().replace('SPARKIMG_DEMO: "1"', 'SPARKIMG_DEMO: "2"'))
     code, _, err = cli(capsys, store, "build", str(demo))
     assert code == 2 and "stale" in err
+
+
+def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
+    demo: Path, tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkimg import api
+    from sparkimg import engine as engine_mod
+    from sparkimg.events import Collected, Kind, Phase
+
+    store = tmp_path / "store"
+    api.lock(demo, store=store)
+    events = Collected()
+    built = api.build(demo, store=store, report=events)
+    assert built.result.built == ["demo-kernel", "image"]
+    done = events.of(Phase.COMPILE, Kind.DONE)
+    assert [e.layer for e in done] == ["demo-kernel"] and float(done[0].figures["wall_s"] or 0) > 0
+    assert events.of(Phase.COMPILE, Kind.LOG) and events.of(Phase.ASSEMBLE, Kind.LOG)
+    assert events.of(Phase.RECEIPT, Kind.WARNING)  # unsigned: said, not printed by the library
+
+    asked: list[str] = []
+
+    def counted(name: str) -> Callable[..., Any]:
+        real = getattr(engine_mod, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            asked.append(name)
+            return real(*args, **kwargs)
+        return call
+    for name in ("_call", "_http_get"):
+        monkeypatch.setattr(engine_mod, name, counted(name))
+    again = api.build(demo, store=store)
+    assert again.result.built == [] and again.result.image_id == built.result.image_id
+    assert len(asked) == 1, asked  # the client choice is remembered; one question: is this image there?
+    engine.remove_image(built.result.image_ref)
+
+
+def test_json_logs_print_one_object_per_event(
+    demo: Path, tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    code, result, err = cli(capsys, store, "--json-logs", "build", str(demo), "--json")
+    assert code == 0
+    events = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is one JSON object
+    assert {e["phase"] for e in events} >= {"fetch", "compile", "audit", "assemble", "receipt"}
+    assert all(set(e) == {"time", "phase", "kind", "layer", "message", "figures"} for e in events)
+    engine.remove_image(result["image"]["reference"])
+
+
+def test_the_api_socket_and_the_client_see_the_same_image(engine: Engine, demo_base: str) -> None:
+    from sparkimg.engine import Engine as EngineClass
+
+    assert engine.api_socket is not None  # the dev engine listens on its default socket
+    via_client = EngineClass(engine.client, engine.version).inspect(demo_base)
+    assert via_client is not None and engine.inspect(demo_base) == via_client
+    assert engine.inspect("sparkimg-test/no-such-image:0") is None
