@@ -108,8 +108,8 @@ def build(
                 spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
                 store, engine, budget, report,
             )
-            report(Event(Phase.COMPILE, f"compile {layer.name}: done", layer.name, Kind.DONE,
-                         {**record.metrics.to_json(), "jobs": record.jobs}))
+            report(Event(Phase.COMPILE, f"compile {layer.name}: built in {record.metrics.wall_s:.1f} s",
+                         layer.name, Kind.DONE, {**record.metrics.to_json(), "jobs": record.jobs}))
         built.append(layer.name)
     image = plan.image
     with store.lock(f"image-{image.key}"):

@@ -191,10 +191,11 @@ def test_connect_imports_no_container_library(tmp_path: Path) -> None:
 
 
 def test_importing_the_library_loads_no_heavy_dependency() -> None:
-    """requests, cryptography and python-on-whales are imported where they are used, so that
-    commands that do not download, sign or run a container do not pay for them."""
-    heavy = ("requests", "cryptography", "python_on_whales", "pydantic")
-    probe = ("import sys, sparkimg.engine, sparkimg.fetch, sparkimg.lock, sparkimg.signing.keys; "
+    """requests, cryptography, python-on-whales and rich are imported where they are used, so that
+    commands that do not download, sign, run a container or draw a table do not pay for them."""
+    heavy = ("requests", "cryptography", "python_on_whales", "pydantic", "rich")
+    probe = ("import sys, sparkimg.engine, sparkimg.fetch, sparkimg.lock, sparkimg.signing.keys, sparkimg.api, "
+             "sparkimg.cli.commands, sparkimg.build.image, sparkimg.receipts.emit; "
              f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
