@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ResolveError
+from .formats.canonical import loads
 
 if TYPE_CHECKING:
     import requests
@@ -108,7 +108,7 @@ class RegistryClient:
             raise ResolveError(f"{url}: registry says {header} but the manifest hashes to {digest}")
         if tag_or_digest.startswith("sha256:") and tag_or_digest != digest:
             raise ResolveError(f"{url}: asked for {tag_or_digest}, got content hashing to {digest}")
-        body = json.loads(raw)
+        body = _json_object(raw, url, "manifest")
         media_type = response.headers.get("Content-Type", "").split(";")[0] or body.get("mediaType", "")
         return body, str(body.get("mediaType") or media_type), digest
 
@@ -116,8 +116,7 @@ class RegistryClient:
         response = self._get(ref, f"{ref.base_url}/blobs/{digest}", {})
         if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
             raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
-        data: dict[str, Any] = json.loads(response.content)
-        return data
+        return _json_object(response.content, f"{ref.base_url}/blobs/{digest}", "image config")
 
     def _get(self, ref: ImageRef, url: str, headers: dict[str, str]) -> requests.Response:
         import requests
@@ -186,7 +185,7 @@ def _credentials(registry: str) -> tuple[str, str] | None:
     """Basic credentials for the token endpoint from the Docker config, if any."""
     config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
-        auths = json.loads(config.read_text()).get("auths", {})
+        auths = loads(config.read_text()).get("auths", {})
     except (OSError, ValueError):
         return None
     names = [registry, f"https://{registry}"] + (["https://index.docker.io/v1/"] if "docker.io" in registry else [])
@@ -196,3 +195,14 @@ def _credentials(registry: str) -> tuple[str, str] | None:
             user, _, password = base64.b64decode(encoded).decode().partition(":")
             return user, password
     return None
+
+
+def _json_object(raw: bytes, url: str, what: str) -> dict[str, Any]:
+    """A registry's JSON answer; anything else is a resolve failure naming the URL, never a traceback."""
+    try:
+        data = loads(raw)
+    except ValueError as exc:
+        raise ResolveError(f"{url}: the registry answered with something that is not a JSON {what} ({exc})") from None
+    if not isinstance(data, dict):
+        raise ResolveError(f"{url}: the registry answered with JSON that is not a {what} object")
+    return data

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BuildError, EngineError
+from .formats.canonical import loads
 
 LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
 
@@ -376,7 +377,7 @@ def _http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, st
 def _image_info(text: str, what: str) -> ImageInfo:
     """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API)."""
     try:
-        data = json.loads(text)
+        data = loads(text)
         labels = (data.get("Config") or {}).get("Labels") or {}
         return ImageInfo(str(data["Id"]), {str(k): str(v) for k, v in labels.items()},
                          tuple(str(d) for d in data.get("RepoDigests") or ()))
@@ -396,7 +397,7 @@ def _api_socket(client: str) -> str | None:
         return None
     config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
-        context = json.loads(config.read_text()).get("currentContext")
+        context = loads(config.read_text()).get("currentContext")
     except (OSError, ValueError, AttributeError):
         context = None
     if context not in (None, "", "default"):
@@ -418,7 +419,7 @@ def _identity(candidates: list[str]) -> list[list[Any]]:
 def _remembered(path: Path, identity: list[list[Any]]) -> Engine | None:
     """The client chosen before for the same candidate binaries; the daemon is asked by the first operation."""
     try:
-        data = json.loads(path.read_text())
+        data = loads(path.read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("identity") != identity:

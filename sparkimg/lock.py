@@ -7,7 +7,6 @@ back, and ``check`` fails closed when it is stale or disagrees with the spec or 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -19,7 +18,7 @@ from . import __version__, _git, _pypi, _tree
 from . import patches as patches_mod
 from .errors import LockError, ResolveError
 from .events import Event, Phase, Reporter, silent
-from .formats.canonical import pretty, sha256_prefixed
+from .formats.canonical import loads, pretty, sha256_prefixed
 from .formats.intoto import rfc3339
 from .formats.lock import (
     BasePin,
@@ -173,7 +172,7 @@ def load(spec: Spec, path: Path | None = None) -> Lock:
         raise LockError(f"{path}: no lock file; the build refuses unpinned inputs",
                         hint=f"run `sparkimg lock {_rel(spec.path)}`") from None
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except ValueError as exc:
         raise LockError(f"{path}: not valid JSON ({exc})", hint="re-create it with `sparkimg lock`") from None
     return Lock(LockFile.from_json(data, str(path)), sha256_prefixed(raw), path)

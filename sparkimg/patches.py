@@ -23,8 +23,16 @@ BOOKKEEPING = {MOUNTS, *SUMS.values()}
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank lines that are not ``#`` comments, with their 1-based numbers."""
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    """Non-blank lines that are not ``#`` comments, with their 1-based numbers. A file that cannot
+    be read, or is not UTF-8 text, is bad input naming it."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text", hint="write it as plain text, one entry per line") from None
+    except (OSError, ValueError) as exc:  # ValueError: a name no file can have (a NUL, a lone surrogate)
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{path}: cannot read: {reason}") from None
+    for number, line in enumerate(text.splitlines(), start=1):
         text = line.strip()
         if text and not text.startswith("#"):
             yield number, text

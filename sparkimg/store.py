@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -22,7 +21,7 @@ from typing import IO, Any
 
 from ._hashing import digest_file
 from .errors import HashMismatchError, UsageError
-from .formats.canonical import pretty
+from .formats.canonical import loads, pretty
 
 CHUNK = 1 << 20
 SWEEP_AGE_S = 30
@@ -143,7 +142,7 @@ class Store:
 
     def read_record(self, kind: str, name: str) -> dict[str, Any] | None:
         try:
-            data: dict[str, Any] = json.loads(self.record_path(kind, name).read_text())
+            data: dict[str, Any] = loads(self.record_path(kind, name).read_text())
         except (FileNotFoundError, ValueError):
             return None
         return data

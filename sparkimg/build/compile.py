@@ -9,7 +9,6 @@ CPU time from the container's own cgroup before it exits.
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import tarfile
 import time
@@ -19,6 +18,7 @@ from .._units import format_size
 from ..engine import Engine, Mount, RunLimits
 from ..errors import AuditError, BuildError, OOMError
 from ..events import Event, Kind, Phase, Reporter
+from ..formats.canonical import loads
 from ..formats.record import LayerRecord, Metrics, Output
 from ..lock import Lock
 from ..plan import RECORDS, PlannedLayer
@@ -145,7 +145,7 @@ def _unpack(blob: Path, target: Path) -> None:
 
 def _metrics(path: Path, wall: float) -> Metrics:
     try:
-        raw = json.loads(path.read_text())
+        raw = loads(path.read_text())
     except (OSError, ValueError):
         raw = {}
     cpu = raw.get("cpu_ns")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import api
@@ -162,7 +162,7 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
         return 0
     statement = shown.statement
     metadata = statement.metadata or RunMetadata()
-    render.line((f"{shown.facts['image.reference']}", "bold"), f"  {shown.facts['image.id']}")
+    render.line((statement.image.name, "bold"), f"  {statement.image.sha256}")
     render.line(f"signature: {shown.signature}; keyids: {', '.join(s.keyid[:16] for s in signatures) or 'none'}")
     render.line(f"built {metadata.started_on or '?'} -> {metadata.finished_on or '?'} by "
                 f"{statement.builder_id} ({metadata.invocation_id or 'no invocation id recorded'})")
@@ -171,16 +171,25 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
     render.table("pinned inputs and fields", ["field", "value"], rows, fold=True)
     layers = []
     for item in statement.byproducts:
-        if not item.name.startswith("layer:"):
-            continue
-        notes, metrics = item.notes, item.notes.get("metrics") or {}
-        peak = format_size(metrics["peak_memory"]) if metrics.get("peak_memory") else "?"
-        sms = sorted({sm for r in notes.get("audit") or [] for sm in r.get("sm", [])})
-        layers.append([item.name.removeprefix("layer:"), str(notes.get("key", "?"))[:16],
-                       f"{metrics.get('wall_s') or 0:.1f} s", f"{metrics.get('cpu_s') or 0:.1f} s", peak,
-                       ", ".join(f"sm_{s}" for s in sms) or "-"])
+        if item.name.startswith("layer:"):
+            layers.append(_layer_row(item.name.removeprefix("layer:"), item.notes))
     render.table("layers", ["layer", "key", "wall", "cpu", "peak memory", "audit"], layers)
     return 0
+
+
+def _layer_row(name: str, notes: Mapping[str, Any]) -> list[render.Cell]:
+    """One layer of a receipt for a person; a field of an unexpected shape shows as '?'."""
+    metrics: Mapping[str, Any] = notes["metrics"] if isinstance(notes.get("metrics"), dict) else {}
+
+    def number(key: str, unit: str) -> str:
+        value = metrics.get(key)
+        return f"{value:.1f} {unit}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+    peak = metrics.get("peak_memory")
+    audit: list[Any] = notes["audit"] if isinstance(notes.get("audit"), list) else []
+    sms = sorted({str(sm) for r in audit if isinstance(r, dict) and isinstance(r.get("sm"), list) for sm in r["sm"]})
+    return [name, str(notes.get("key", "?"))[:16], number("wall_s", "s"), number("cpu_s", "s"),
+            format_size(peak) if isinstance(peak, int) and not isinstance(peak, bool) and peak > 0 else "?",
+            ", ".join(f"sm_{s}" for s in sms) or "-"]
 
 
 def cmd_run_args(args: argparse.Namespace) -> int:

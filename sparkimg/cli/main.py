@@ -18,7 +18,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands, render
 
     try:
-        return commands.HANDLERS[args.command](args)
+        try:
+            return commands.HANDLERS[args.command](args)
+        except OSError as exc:  # a path that is a folder, read-only, or on a full disk: said, not raised
+            raise SparkimgError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
+                                hint="check that the path is where you meant, writable, and that its disk has "
+                                "room; nothing half-written was kept") from exc
     except SparkimgError as exc:
         if args.debug:
             import traceback

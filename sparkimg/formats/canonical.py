@@ -22,6 +22,15 @@ def pretty(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
 
 
+def loads(raw: bytes | str) -> Any:
+    """``json.loads`` for bytes from outside: every way they are not JSON, nesting too deep for
+    the parser included (a RecursionError otherwise), is a ``ValueError``."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
 def digest_of(value: Any) -> str:
     """sha256 (hex) of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical(value)).hexdigest()

@@ -3,11 +3,11 @@ manifests): the statement type, the time format, and parsing a DSSE payload as J
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from ..errors import EnvelopeError
+from .canonical import loads
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
@@ -20,6 +20,6 @@ def rfc3339(epoch: float) -> str:
 def parse_payload(payload: bytes, where: str) -> Any:
     """An envelope's payload as JSON; bad input names ``where``."""
     try:
-        return json.loads(payload)
+        return loads(payload)
     except (ValueError, UnicodeDecodeError):
         raise EnvelopeError(f"{where}: the payload is not JSON") from None

@@ -7,12 +7,11 @@ import this module, never each other.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from ..errors import UsageError
 from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
-from .canonical import canonical
+from .canonical import canonical, loads
 
 LABEL = "dev.sparkimg.prewarm"
 
@@ -38,7 +37,7 @@ class KernelLabel:
     def from_label(cls, text: str, where: str) -> KernelLabel:
         """Parse a label's text; a damaged label is bad input naming ``where``."""
         try:
-            data = json.loads(text)
+            data = loads(text)
             kernels = KernelSet(tuple(KernelModule(m["generator"], tuple(m["args"]), dict(m["kwargs"]))
                                       for m in data["modules"]), Bounds(**data["bounds"]), dict(data.get("env") or {}))
             archs = tuple(Arch(a) for a in data["cuda_architectures"])

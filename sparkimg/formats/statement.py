@@ -50,10 +50,20 @@ class Descriptor:
         return {k: v for k, v in values.items() if v is not None or k in self.nulls}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Descriptor:
-        return cls(str(data["name"]), data.get("uri"), data.get("digest"), data.get("downloadLocation"),
-                   data.get("mediaType"), data.get("annotations"),
-                   tuple(k for k in _DESCRIPTOR_KEYS if k in data and data[k] is None))
+    def from_json(cls, data: Any, where: str) -> Descriptor:
+        """A descriptor; a field of the wrong type is bad input naming ``where`` and the field."""
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise EnvelopeError(f"{where}: must be an object with a string 'name'")
+        for key in ("uri", "downloadLocation", "mediaType"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise EnvelopeError(f"{where}.{key}: must be a string, not {type(data[key]).__name__}")
+        digest, annotations = data.get("digest"), data.get("annotations")
+        if digest is not None and not _digest_set(digest):
+            raise EnvelopeError(f"{where}.digest: must map algorithm names to hex strings")
+        if annotations is not None and not isinstance(annotations, dict):
+            raise EnvelopeError(f"{where}.annotations: must be an object")
+        return cls(data["name"], data.get("uri"), digest, data.get("downloadLocation"), data.get("mediaType"),
+                   annotations, tuple(k for k in _DESCRIPTOR_KEYS if k in data and data[k] is None))
 
 
 @dataclass(frozen=True)
@@ -140,17 +150,42 @@ class Statement:
             raise EnvelopeError(f"{where}: not a sparkimg receipt: {'; '.join(problems)}")
         definition = data["predicate"]["buildDefinition"]
         run = data["predicate"]["runDetails"]
-        metadata = run.get("metadata")
+        metadata, version, byproducts = run.get("metadata"), run["builder"].get("version"), run.get("byproducts")
+        if metadata is not None and not (isinstance(metadata, dict) and all(
+                isinstance(metadata.get(k), (str, type(None))) for k in ("invocationId", "startedOn", "finishedOn"))):
+            raise EnvelopeError(f"{where}: runDetails.metadata must be an object of strings")
+        if version is not None and not isinstance(version, dict):
+            raise EnvelopeError(f"{where}: runDetails.builder.version must be an object")
+        if byproducts is not None and not isinstance(byproducts, list):
+            raise EnvelopeError(f"{where}: runDetails.byproducts must be a list")
+        subjects = []
+        for index, s in enumerate(data["subject"]):
+            if not _digest_set(s["digest"]) or not isinstance(s.get("annotations") or {}, dict):
+                raise EnvelopeError(f"{where}: subject[{index}] must have a digest of hex strings and "
+                                    "object annotations")
+            subjects.append(Subject(s["name"], s["digest"], s.get("annotations") or {}))
         return cls(
-            subjects=tuple(Subject(s["name"], s["digest"], s.get("annotations") or {}) for s in data["subject"]),
+            subjects=tuple(subjects),
             external=definition["externalParameters"], internal=definition["internalParameters"],
-            dependencies=tuple(Descriptor.from_json(d) for d in definition["resolvedDependencies"]),
-            builder_version=run["builder"].get("version"),
-            metadata=None if not isinstance(metadata, dict) else RunMetadata(
+            dependencies=tuple(Descriptor.from_json(d, f"{where}: resolvedDependencies[{i}]")
+                               for i, d in enumerate(definition["resolvedDependencies"])),
+            builder_version=version,
+            metadata=None if metadata is None else RunMetadata(
                 metadata.get("invocationId"), metadata.get("startedOn"), metadata.get("finishedOn")),
-            byproducts=tuple(Descriptor.from_json(b) for b in run.get("byproducts") or []),
+            byproducts=tuple(Descriptor.from_json(b, f"{where}: byproducts[{i}]")
+                             for i, b in enumerate(byproducts or [])),
             build_type=definition["buildType"], builder_id=run["builder"]["id"],
         )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a free-form field read for display)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _digest_set(value: Any) -> bool:
+    """A DigestSet: algorithm name -> hex string."""
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
 def load(payload: bytes, where: str) -> Statement:
@@ -226,10 +261,10 @@ def dependency_facts(deps: Iterable[Descriptor]) -> dict[str, Any]:
 def facts(statement: Statement) -> dict[str, Any]:
     """A checked statement as dotted fields (see docs/receipt.md, "Fields verify-receipt compares")."""
     internal = statement.internal
-    spec = statement.external.get("spec") or {}
+    spec = _object(statement.external.get("spec"))
     found: dict[str, Any] = {
         "spec.name": spec.get("name"),
-        "spec.digest": "sha256:" + (spec.get("digest") or {}).get("sha256", ""),
+        "spec.digest": "sha256:" + str(_object(spec.get("digest")).get("sha256", "")),
         "platform": internal.get("platform"),
         "cuda_architectures": internal.get("cuda_architectures"),
         "image.key": internal.get("image_key"),

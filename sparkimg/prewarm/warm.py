@@ -8,7 +8,6 @@ when every module is built; ``verify.py`` checks a cache against it.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from .._hashing import digest_file
 from ..build.bounds import Budget
 from ..errors import BuildError
 from ..events import Event, Figure, Kind, Phase, Reporter, silent
+from ..formats.canonical import loads
 from ..formats.statement import Descriptor
 from ..signing.keys import PrivateKey
 from . import manifest
@@ -46,7 +46,7 @@ class Events:
             self.report(Event(Phase.PREWARM, text, kind=Kind.LOG))
             return
         try:
-            event = json.loads(text[len(EVENT):])
+            event = loads(text[len(EVENT):])
         except ValueError:
             return
         kind, name = event.pop("event"), event.get("name", "")
@@ -151,7 +151,7 @@ def receipt_entry(result: Result) -> Descriptor:
 
 def _journal(cache: Path, name: str) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = json.loads((cache / JOURNAL / f"{name}.json").read_text())
+        data: dict[str, Any] = loads((cache / JOURNAL / f"{name}.json").read_text())
     except (OSError, ValueError):
         raise BuildError(f"prewarm: module {name} reported built, but its journal record is missing") from None
     return data

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .. import _yamlpos
 from .. import lock as lock_mod
 from .. import patches as patches_mod
 from ..errors import UsageError
@@ -67,9 +68,11 @@ class Recipe:
 def load(path: Path, trusted: PublicKey) -> Recipe:
     """Read a recipe of either format; ``trusted`` checks a receipt the recipe names."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = _yamlpos.load(path.read_text()).data
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise RecipeError(f"{path}: not YAML or JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -159,8 +162,8 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
     if isinstance(image_lock, str):
         lock_file = path.parent / image_lock
         try:
-            image_lock = yaml.safe_load(lock_file.read_text())
-        except (OSError, yaml.YAMLError) as exc:
+            image_lock = _yamlpos.load(lock_file.read_text()).data
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RecipeError(f"{path}: runtime.image_lock: cannot read {lock_file} ({exc})") from None
     lock_data = _mapping(path, image_lock, "runtime.image_lock")
     base = _mapping(path, lock_data.get("base_image"), "runtime.image_lock.base_image")

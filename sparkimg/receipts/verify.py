@@ -11,7 +11,6 @@ report whose exit code is 1.
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from .. import patches as patches_mod
 from .._hashing import hash_many
 from .._registry import RegistryClient
 from ..errors import EngineError, ResolveError, UsageError
+from ..formats.canonical import loads
 from ..formats.statement import Statement, facts, schema_problems
 from ..plan import KEY_LABEL
 from ..signing import dsse
@@ -105,7 +105,7 @@ def verify(request: Request, *, store: Store | None = None,
 
     def schema() -> list[Check]:
         try:
-            data = json.loads(envelope.payload)
+            data = loads(envelope.payload)
         except (ValueError, UnicodeDecodeError) as exc:
             return [Check("statement", "payload", "in-toto statement (JSON)", "not JSON", False, str(exc))]
         problems = schema_problems(data)

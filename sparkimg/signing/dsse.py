@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EnvelopeError
+from ..formats.canonical import loads
 from .keys import PrivateKey, PublicKey
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -80,7 +81,7 @@ RECEIPT_HINT = "pass the .receipt.json file that `sparkimg build` wrote"
 def parse(raw: bytes, where: str, hint: str = RECEIPT_HINT) -> Envelope:
     """An envelope from its JSON; every shape problem is an ``EnvelopeError`` naming ``where``."""
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"{where}: not JSON ({exc.__class__.__name__}: {exc}); truncated?", hint=hint) from None
     if not isinstance(data, dict):

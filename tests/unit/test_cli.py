@@ -126,3 +126,16 @@ def test_prewarm_without_a_kernel_set_says_how_to_add_one(tmp_path: Path, capsys
     assert main(["prewarm", "--spec", str(spec), "--runner", "host", "--list"]) == 2
     err = capsys.readouterr().err
     assert "names no prewarm kernel set" in err and "docs/prewarm.md" in err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_an_output_path_fault_is_exit_1_with_the_path(tmp_path: Path, json_flag: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["keygen", "--out", str(blocker / "key"), *json_flag]) == 1
+    out, err = capsys.readouterr()
+    assert str(blocker) in err and "Traceback" not in err
+    if json_flag:
+        assert json.loads(out)["exit_code"] == 1
+    assert list(tmp_path.iterdir()) == [blocker]  # nothing half-written
