@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import EngineError, UsageError
-from .events import Event, Kind, Phase, Reporter, silent
+from .events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
     from .build.bounds import Budget, Overrides
@@ -180,19 +180,58 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     key = signing_key(options.key)
     the_store = _store(store)
     the_engine = engine(the_store)
-    result = build_image(spec, lock, the_store, the_engine, overrides, report=report)
-    warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, report) \
+    said = Collected()  # what this build reports, kept for the no-op stamp
+
+    def tell(event: Event) -> None:
+        said(event)
+        report(event)
+    result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
+    warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
     emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
                    prewarm=warmed.entry if warmed else None)
     result.receipt = str(emitted.path)
     if emitted.signed:
-        report(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
-                     + ("" if emitted.written else " (unchanged)")))
+        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
+                   + ("" if emitted.written else " (unchanged)")))
     else:
-        report(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
-                     "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
-    return Built(result, emitted, warmed.result if warmed else None)
+        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
+                   "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
+    built = Built(result, emitted, warmed.result if warmed else None)
+    _stamp(spec, lock, the_store, the_engine, options, built, said.events)
+    return built
+
+
+def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildOptions, built: Built,
+           said: list[Event]) -> None:
+    """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
+    (``build.stamp``); after anything else, forget the stamp."""
+    from .build import stamp
+    from .receipts.emit import RECORDS
+    from .spec import PathSource
+
+    where = stamp.location(store.root, spec.path)
+    result = built.result
+    if result.built or built.receipt.written or options.prewarm is not None or result.image_id is None:
+        stamp.forget(where)
+        return
+    files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
+             *stamp.own_code()]
+    for source in spec.sources.values():
+        if isinstance(source, PathSource):
+            files += stamp.tree(source.path)
+    for patch_set in spec.patches:
+        files += stamp.tree(patch_set.dir)
+    if spec.toolchain.cuda == "host" and spec.toolchain.path:
+        nvcc = Path(spec.toolchain.path) / "bin" / "nvcc"
+        files += [nvcc, nvcc.resolve()]
+    key = options.key or (Path(os.environ["SPARKIMG_KEY"]) if os.environ.get("SPARKIMG_KEY") else None)
+    if key is not None:
+        files.append(key)
+    image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
+             "socket": engine.api_socket or ""}
+    ctx = stamp.context(store.root, key=options.key, receipt=options.receipt, record_host=options.record_host)
+    stamp.write(where, stamp.Stamp.of(ctx, files, image, built.to_json(), [e.to_json() for e in said]))
 
 
 @dataclass(frozen=True)

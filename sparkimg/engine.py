@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _engine_api as engine_api
 from .errors import BuildError, EngineError
 from .formats.canonical import loads
 
@@ -148,7 +149,7 @@ class Engine:
                     continue
             if down or not server:
                 raise _not_running(path)
-            engine = cls(path, version, buildx, server=server, api_socket=_api_socket(path))
+            engine = cls(path, version, buildx, server=server, api_socket=engine_api.api_socket(path))
             if remember is not None:
                 _remember(remember, identity, engine)
             return engine
@@ -200,7 +201,7 @@ class Engine:
 
         path = f"/images/{quote(reference, safe='/:@')}/json"
         try:
-            status, body = _http_get(socket_path, path)
+            status, body = engine_api.http_get(socket_path, path)
         except (FileNotFoundError, ConnectionRefusedError):
             raise _not_running(f"{self.client}, socket {socket_path}") from None
         except (OSError, ValueError) as exc:
@@ -355,25 +356,6 @@ class Engine:
         return BuildOutput(image_id, builder)
 
 
-def _http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str]:
-    """One HTTP/1.0 GET over a unix socket: (status, body). HTTP/1.0 makes the daemon send the body
-    whole and close the connection, so no chunked reading is needed (and no http.client import)."""
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(socket_path)
-        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
-        chunks = []
-        while chunk := sock.recv(1 << 16):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if len(status) < 2 or not status[1].isdigit():
-        raise ValueError(f"not an HTTP response: {head[:80]!r}")
-    return int(status[1]), body.decode("utf-8", "replace")
-
-
 def _image_info(text: str, what: str) -> ImageInfo:
     """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API)."""
     try:
@@ -385,25 +367,6 @@ def _image_info(text: str, what: str) -> ImageInfo:
         raise EngineError(f"the container engine failed: {what} printed no image description: "
                           f"{text.strip()[:200]!r}",
                           hint="check the client works (`docker version`), or set SPARKIMG_DOCKER") from None
-
-
-def _api_socket(client: str) -> str | None:
-    """The local daemon's API socket a docker client talks to, when that is certain: DOCKER_HOST unset
-    or ``unix://``, no context chosen, and the socket present. Else None: ask through the client."""
-    if Path(client).name != "docker" or os.environ.get("DOCKER_CONTEXT"):
-        return None
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if not host.startswith("unix://"):
-        return None
-    config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
-    try:
-        context = loads(config.read_text()).get("currentContext")
-    except (OSError, ValueError, AttributeError):
-        context = None
-    if context not in (None, "", "default"):
-        return None
-    path = host.removeprefix("unix://")
-    return path if Path(path).is_socket() else None
 
 
 def _identity(candidates: list[str]) -> list[list[Any]]:
@@ -426,7 +389,7 @@ def _remembered(path: Path, identity: list[list[Any]]) -> Engine | None:
         return None
     try:
         client = str(data["client"])
-        return Engine(client, str(data["version"]), data.get("buildx"), api_socket=_api_socket(client))
+        return Engine(client, str(data["version"]), data.get("buildx"), api_socket=engine_api.api_socket(client))
     except KeyError:
         return None
 

@@ -52,6 +52,12 @@ class Event:
         return {"time": round(self.time, 3), "phase": self.phase.value, "kind": self.kind.value,
                 "layer": self.layer, "message": self.message, "figures": dict(self.figures)}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        """An event as ``to_json`` wrote it, reported again now (a replayed no-op)."""
+        return cls(Phase(data["phase"]), str(data["message"]), data.get("layer"), Kind(data["kind"]),
+                   dict(data.get("figures") or {}))
+
 
 Reporter = Callable[[Event], None]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._hashing import digest_file
+from ._locations import default_store
 from .errors import HashMismatchError, UsageError
 from .formats.canonical import loads, pretty
 
@@ -28,10 +29,7 @@ SWEEP_AGE_S = 30
 
 
 def default_root() -> Path:
-    if os.environ.get("SPARKIMG_STORE"):
-        return Path(os.environ["SPARKIMG_STORE"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "sparkimg"
+    return default_store()
 
 
 def sha256_file(path: Path) -> str:

@@ -3,9 +3,11 @@ missing prerequisite is reported (a skip on a laptop, a failure under CI=true)."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +33,42 @@ def flashinfer_env() -> str:
         name, _, value = line.removeprefix("export ").partition("=")
         os.environ[name] = os.path.expandvars(value.replace("${LIBRARY_PATH:+:$LIBRARY_PATH}", ""))
     return os.environ["SPARKIMG_FLASHINFER_PYTHON"]
+
+
+class FakeEngineApi:
+    """A Docker Engine API on a unix socket that knows one image, ``name`` (``image`` is what
+    ``GET /images/NAME/json`` answers); ``status`` forces every answer's status."""
+
+    def __init__(self, path: Path, image: dict[str, Any], status: int = 200, name: str = "present") -> None:
+        import http.server
+        import socketserver
+        import threading
+
+        body, fixed = json.dumps(image).encode(), status
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                found = self.path == f"/images/{name}/json"
+                code = fixed if fixed != 200 else (200 if found else 404)
+                payload = body if code == 200 else b'{"message": "no such image"}'
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[Any, Any]:
+                request, _ = super().get_request()
+                return request, ("local", 0)  # http.server wants a (host, port) client address
+
+        self.server = Server(str(path), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -15,6 +15,12 @@ from .parser import parser
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "build":
+        from .quick import noop_build
+
+        answered = noop_build(args)
+        if answered is not None:
+            return answered
     from . import commands, render
 
     try:

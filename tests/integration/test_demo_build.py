@@ -87,6 +87,7 @@ def test_stale_and_missing_lock_fail_closed(
 def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
     demo: Path, tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sparkimg import _engine_api as engine_api
     from sparkimg import api
     from sparkimg import engine as engine_mod
     from sparkimg.events import Collected, Kind, Phase
@@ -103,15 +104,15 @@ def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
 
     asked: list[str] = []
 
-    def counted(name: str) -> Callable[..., Any]:
-        real = getattr(engine_mod, name)
+    def counted(module: Any, name: str) -> Callable[..., Any]:
+        real = getattr(module, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             asked.append(name)
             return real(*args, **kwargs)
         return call
-    for name in ("_call", "_http_get"):
-        monkeypatch.setattr(engine_mod, name, counted(name))
+    for module, name in ((engine_mod, "_call"), (engine_api, "http_get")):
+        monkeypatch.setattr(module, name, counted(module, name))
     again = api.build(demo, store=store)
     assert again.result.built == [] and again.result.image_id == built.result.image_id
     assert len(asked) == 1, asked  # the client choice is remembered; one question: is this image there?
@@ -140,3 +141,37 @@ def test_the_api_socket_and_the_client_see_the_same_image(engine: Engine, demo_b
     via_client = EngineClass(engine.client, engine.version).inspect(demo_base)
     assert via_client is not None and engine.inspect(demo_base) == via_client
     assert engine.inspect("sparkimg-test/no-such-image:0") is None
+
+
+def test_a_stamped_no_op_answers_without_the_pipeline_and_any_change_goes_the_whole_way(
+    demo: Path, tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sparkimg import api
+
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    code, built, _ = cli(capsys, store, "build", str(demo), "--json")
+    assert code == 0
+    _, first_noop, first_err = cli(capsys, store, "build", str(demo), "--json")  # the whole way; writes the stamp
+    _, first_text, _ = cli(capsys, store, "build", str(demo))
+    real_build = api.build
+    calls: list[Path] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return real_build(*args, **kwargs)
+    monkeypatch.setattr(api, "build", counted)
+    code, stamped, stamped_err = cli(capsys, store, "build", str(demo), "--json")
+    assert code == 0 and calls == [] and stamped == first_noop and stamped_err == first_err  # same answer, no pipeline
+    assert cli(capsys, store, "build", str(demo))[1] == first_text
+
+    patch = demo.parents[1] / "patches" / "demo" / "serve.env"
+    patch.write_text(patch.read_text())  # the same bytes, written again: the stamp no longer holds
+    code, again, _ = cli(capsys, store, "build", str(demo), "--json")
+    assert code == 0 and len(calls) == 1 and all(cached(again).values())
+
+    engine.remove_image(built["image"]["reference"])  # the image gone: the build goes the whole way and rebuilds it
+    code, rebuilt, _ = cli(capsys, store, "build", str(demo), "--json")
+    assert code == 0 and len(calls) == 2 and cached(rebuilt)["image"] is False
+    engine.remove_image(rebuilt["image"]["reference"])

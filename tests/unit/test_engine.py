@@ -8,13 +8,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from sparkimg import _engine_api as engine_api
 from sparkimg import engine as engine_mod
 from sparkimg.engine import Engine, ImageInfo
 from sparkimg.errors import EngineError
+from tests.support import FakeEngineApi
 
 REPO = Path(__file__).resolve().parents[2]
 DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
@@ -204,47 +205,9 @@ def test_importing_the_library_loads_no_heavy_dependency() -> None:
 # -- the Engine API socket and the remembered client --------------------------------------------
 
 
-class _FakeApi:
-    """An Engine API on a unix socket that knows one image, ``present``."""
-
-    def __init__(self, path: Path, status: int = 200) -> None:
-        import http.server
-        import socketserver
-        import threading
-
-        body, fixed = json.dumps(IMAGE).encode(), status
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                found = self.path == "/images/present/json"
-                code = fixed if fixed != 200 else (200 if found else 404)
-                payload = body if code == 200 else b'{"message": "no such image"}'
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: object) -> None:
-                return None
-
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-
-            def get_request(self) -> tuple[Any, Any]:
-                request, _ = super().get_request()
-                return request, ("local", 0)  # http.server wants a (host, port) client address
-
-        self.server = Server(str(path), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_inspect_over_the_api_socket_answers_like_the_client(tmp_path: Path) -> None:
     socket_path = tmp_path / "docker.sock"
-    api = _FakeApi(socket_path)
+    api = FakeEngineApi(socket_path, IMAGE)
     try:
         engine = Engine(client=str(fake_docker(tmp_path)), version="28.2.2", api_socket=str(socket_path))
         via_api = engine.inspect("present")
@@ -264,7 +227,7 @@ def test_api_socket_gone_is_an_engine_that_is_not_running(tmp_path: Path) -> Non
 
 def test_api_socket_error_is_an_engine_failure(tmp_path: Path) -> None:
     socket_path = tmp_path / "docker.sock"
-    api = _FakeApi(socket_path, status=500)
+    api = FakeEngineApi(socket_path, IMAGE, status=500)
     try:
         with pytest.raises(EngineError, match="answered 500"):
             Engine(client="docker", version="28.2.2", api_socket=str(socket_path)).inspect("present")
@@ -281,16 +244,16 @@ def test_the_api_socket_is_used_only_where_the_client_would_use_it(tmp_path: Pat
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "config"))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'd.sock'}")
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
-    assert engine_mod._api_socket("/usr/bin/docker") == str(tmp_path / "d.sock")
-    assert engine_mod._api_socket("/usr/bin/podman") is None
+    assert engine_api.api_socket("/usr/bin/docker") == str(tmp_path / "d.sock")
+    assert engine_api.api_socket("/usr/bin/podman") is None
     monkeypatch.setenv("DOCKER_HOST", "ssh://node2")
-    assert engine_mod._api_socket("/usr/bin/docker") is None
+    assert engine_api.api_socket("/usr/bin/docker") is None
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'missing.sock'}")
-    assert engine_mod._api_socket("/usr/bin/docker") is None
+    assert engine_api.api_socket("/usr/bin/docker") is None
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'd.sock'}")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "config.json").write_text('{"currentContext": "node2"}')
-    assert engine_mod._api_socket("/usr/bin/docker") is None
+    assert engine_api.api_socket("/usr/bin/docker") is None
     sock.close()
 
 
