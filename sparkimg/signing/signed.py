@@ -1,6 +1,14 @@
 """The one writer of signed files (receipts, prewarm manifests): a DSSE envelope around a
-payload, written atomically, and kept as it is when it already says the same under the same
-signer, so a rerun that changed nothing changes no byte and no signature."""
+payload, written atomically, and never a silent loss of a signature.
+
+- The same payload (or one ``same`` calls equivalent) already there: the file is kept, and a
+  new signer's signature is added beside the ones it has (a receipt may carry several), so a
+  rerun that changed nothing changes no byte, and a second node's key countersigns.
+- A signed file is never replaced by an unsigned one: an unsigned build refuses, and says how
+  to proceed (sign it, or write the receipt elsewhere).
+- A different payload under a key replaces the file: the old signatures vouched for content
+  that is no longer what was built.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import SparkimgError, UsageError
 from ..store import write_atomic
 from . import dsse
 from .keys import PrivateKey
+
+
+class DowngradeError(SparkimgError):
+    """Writing would drop a signature (exit 1)."""
 
 
 @dataclass(frozen=True)
@@ -20,29 +32,49 @@ class Written:
     signed: bool
     keyid: str | None
     written: bool
+    keyids: tuple[str, ...] = ()  # every signer of the file as it now is
 
 
 def write_signed(path: Path, payload: bytes, key: PrivateKey | None, *,
                  same: Callable[[bytes], bool] | None = None) -> Written:
-    """Write ``payload`` in an envelope (signed when ``key`` is given). An existing file is kept
-    when its payload is ``payload`` (or ``same`` says it is equivalent) and it is signed by
-    ``key`` (or unsigned when ``key`` is None)."""
+    """Write ``payload`` in an envelope (signed when ``key`` is given), keeping every signature
+    an equivalent file already has; refuse to replace a signed file with an unsigned one."""
     keyid = key.keyid if key else None
-    if _keeps(path, payload, key, same):
-        return Written(path, key is not None, keyid, written=False)
+    existing = _existing(path)
+    if existing is not None and existing.signatures:
+        equal = existing.payload == payload or (same is not None and _says_same(same, existing.payload))
+        signers = tuple(s.keyid for s in existing.signatures)
+        if equal and (key is None or existing.same_signer(key)):
+            return Written(path, True, keyid or signers[0], written=False, keyids=signers)
+        if equal and key is not None:  # countersign: the same content, one more signer
+            envelope = existing.signed(key)
+            write_atomic(path, envelope.dumps())
+            return Written(path, True, keyid, written=True, keyids=(*signers, key.keyid))
+        if key is None:
+            raise DowngradeError(
+                f"{path} is signed (keyid {', '.join(k[:16] for k in signers)}) and this build is not: an unsigned "
+                "build never replaces a signed file",
+                hint="sign it (--key or SPARKIMG_KEY), or write it elsewhere (build --receipt PATH)")
+    elif existing is not None and existing.payload == payload and key is None:
+        return Written(path, False, None, written=False)
     envelope = dsse.Envelope(payload)
     if key is not None:
         envelope = envelope.signed(key)
     write_atomic(path, envelope.dumps())
-    return Written(path, key is not None, keyid, written=True)
+    return Written(path, key is not None, keyid, written=True, keyids=(keyid,) if keyid else ())
 
 
-def _keeps(path: Path, payload: bytes, key: PrivateKey | None, same: Callable[[bytes], bool] | None) -> bool:
+def _existing(path: Path) -> dsse.Envelope | None:
     if not path.exists():
-        return False
+        return None
     try:
-        existing = dsse.read(path)
-        equal = existing.payload == payload or (same is not None and same(existing.payload))
+        return dsse.read(path)
     except (UsageError, OSError):
+        return None  # damaged: replaced, as nothing in it can be trusted or kept
+
+
+def _says_same(same: Callable[[bytes], bool], payload: bytes) -> bool:
+    try:
+        return same(payload)
+    except UsageError:
         return False
-    return equal and existing.same_signer(key)
