@@ -7,6 +7,7 @@ back, and ``check`` fails closed when it is stale or disagrees with the spec or 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -192,6 +193,7 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
         problems.append("cuda_architectures differ")
     if dict(model.base.spec) != {"image": spec.base.reference, "digest": spec.base.digest}:
         problems.append(f"base: lock pins {dict(model.base.spec)}, spec has {spec.base.reference}")
+    problems += _base_pins(spec, model.base)
     if set(model.sources) != set(spec.sources):
         problems.append(f"sources: lock has {sorted(model.sources)}, spec has {sorted(spec.sources)}")
     for name, source in spec.sources.items():
@@ -206,10 +208,8 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
         elif isinstance(pin, PathPin) or dict(pin.spec) != _source_spec(source):
             written = dict(pin.spec) if not isinstance(pin, PathPin) else {"path": pin.path}
             problems.append(f"sources.{name}: lock pins {written}, spec has {_source_spec(source)}")
-        elif isinstance(pin, GitPin) and len(pin.commit) != 40:
-            problems.append(f"sources.{name}: commit is not pinned")
-        elif isinstance(pin, PypiPin) and len(pin.sha256) != 64:
-            problems.append(f"sources.{name}: sha256 is not pinned")
+        else:
+            problems += _source_pins(name, source, pin)
     for patch_set in spec.patches:
         if model.patches.get(patch_set.name) != _patch_entry(spec, patch_set):
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
@@ -218,6 +218,54 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
     if problems:
         raise LockError(f"{lock.path} disagrees with {spec.path.name}:\n" +
                         "\n".join(f"  {p}" for p in problems), hint=relock)
+
+
+def _base_pins(spec: Spec, pin: BasePin) -> list[str]:
+    """What the spec pins of the base, against what the lock resolved: the spec always wins."""
+    problems = []
+    if (pin.repository, pin.tag) != (spec.base.repository, spec.base.tag):
+        problems.append(f"base: lock resolved {pin.reference}, spec names {spec.base.reference}")
+    if spec.base.digest and spec.base.digest not in (pin.manifest_digest, pin.index_digest):
+        problems.append(f"base: lock resolved {pin.manifest_digest}, spec pins {spec.base.digest}")
+    return problems
+
+
+def _source_pins(name: str, source: GitSource | PypiSource, pin: SourcePin) -> list[str]:
+    """Every value the spec pins of a source, against the lock's resolved value: a hand-edited
+    lock cannot swap a wheel or a commit the spec pinned (docs/lock.md, "The spec wins")."""
+    where = f"sources.{name}"
+    if isinstance(source, GitSource):
+        if not isinstance(pin, GitPin):
+            return [f"{where}: lock holds a {pin.kind} source, spec has git"]
+        wrong = [f"url {pin.url} (spec: {source.url})" if pin.url != source.url else "",
+                 f"ref {pin.ref} (spec: {source.ref})" if source.ref and pin.ref != source.ref else "",
+                 f"commit {pin.commit} (spec: {source.commit})"
+                 if source.commit and not pin.commit.startswith(source.commit.lower()) else ""]
+    else:
+        if not isinstance(pin, PypiPin):
+            return [f"{where}: lock holds a {pin.kind} source, spec has pypi"]
+        wheel = wheel_name_version(pin.filename)
+        wrong = [f"package {pin.package} (spec: {source.package})"
+                 if _norm(pin.package) != _norm(source.package) else "",
+                 f"version {pin.version} (spec: {source.version})" if pin.version != source.version else "",
+                 f"wheel {pin.filename} (not {source.package} {source.version})"
+                 if wheel != (_norm(source.package), source.version) else "",
+                 f"sha256 {pin.sha256} (spec: {source.sha256})"
+                 if source.sha256 and pin.sha256 != source.sha256 else "",
+                 f"filename {pin.filename} (spec: {source.filename})"
+                 if source.filename and pin.filename != source.filename else ""]
+    return [f"{where}: lock resolved {w}" for w in wrong if w]
+
+
+def _norm(name: str) -> str:
+    """A distribution name as wheel file names write it (PEP 427/503: runs of -_. become _)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def wheel_name_version(filename: str) -> tuple[str, str] | None:
+    """(normalised name, version) from a wheel file name, or None when it is not one."""
+    parts = filename.removesuffix(".whl").split("-")
+    return (_norm(parts[0]), parts[1]) if filename.endswith(".whl") and len(parts) >= 5 else None
 
 
 def _rel(path: Path) -> str:

@@ -16,6 +16,8 @@ from typing import Any, Literal
 from ..errors import LockError
 
 SCHEMA = "sparkimg-lock/v1"
+PLATFORMS = ("linux/amd64", "linux/arm64")
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -55,6 +57,36 @@ class _Reader:
         value = self.text(key)
         if not _DIGEST.match(value):
             raise self._fail(key, "a sha256:HEX digest")
+        return value
+
+    def hex(self, key: str, length: int) -> str:
+        value = self.text(key)
+        if not re.fullmatch(f"[0-9a-f]{{{length}}}", value):
+            raise self._fail(key, f"{length} lower-case hex digits")
+        return value
+
+    def name(self, key: str, suffix: str = "") -> str:
+        """A bare file name: never a path, never hidden, never '..'."""
+        value = self.text(key)
+        if not value or "/" in value or "\\" in value or "\0" in value or value.startswith(".") \
+                or not value.endswith(suffix):
+            raise self._fail(key, f"a bare file name{' ending ' + suffix if suffix else ''} (no folder)")
+        return value
+
+    def relative(self, key: str) -> str:
+        """A clean relative path under the spec's root: no leading '/', no '..', no empty part."""
+        value = self.text(key)
+        parts = value.split("/")
+        if not value or value.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in value:
+            raise self._fail(key, "a clean path relative to the spec's root")
+        return value
+
+    def absolute(self, key: str) -> str:
+        """A clean absolute path, never '/'."""
+        value = self.text(key)
+        parts = value.split("/")[1:]
+        if not value.startswith("/") or not parts or any(p in ("", ".", "..") for p in parts) or "\0" in value:
+            raise self._fail(key, "a clean absolute path (not /, no '..')")
         return value
 
     def obj(self, key: str) -> _Reader:
@@ -126,7 +158,7 @@ class GitPin:
 
     @classmethod
     def from_json(cls, r: _Reader) -> GitPin:
-        return cls(dict(r.mapping("spec")), r.text("url"), r.opt_str("ref"), r.text("commit"), r.text("tree"),
+        return cls(dict(r.mapping("spec")), r.text("url"), r.opt_str("ref"), r.hex("commit", 40), r.hex("tree", 40),
                    r.count("committed"))
 
 
@@ -152,8 +184,11 @@ class PypiPin:
 
     @classmethod
     def from_json(cls, r: _Reader) -> PypiPin:
-        return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), r.text("filename"), r.text("url"),
-                   r.text("sha256"))
+        url = r.text("url")
+        if not url.startswith(("https://", "http://", "file://")):
+            raise r._fail("url", "an https://, http:// or file:// URL")
+        return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), r.name("filename", ".whl"), url,
+                   r.hex("sha256", 64))
 
 
 @dataclass(frozen=True)
@@ -190,8 +225,8 @@ class PathPin:
         files = {}
         for name, item in r.mapping("files").items():
             f = _Reader(item, r.where, f"{r.path}.files.{name}")
-            files[str(name)] = TreeFile(f.text("sha256"), f.text("md5"), bool(item.get("executable")))
-        return cls(r.text("path"), r.text("sha256"), files)
+            files[str(name)] = TreeFile(f.hex("sha256", 64), f.hex("md5", 32), bool(item.get("executable")))
+        return cls(r.relative("path"), r.hex("sha256", 64), files)
 
 
 SourcePin = GitPin | PypiPin | PathPin
@@ -230,9 +265,9 @@ class PatchSetPin:
         files = []
         for index, item in enumerate(r.items("files")):
             f = _Reader(item, r.where, f"{r.path}.files[{index}]")
-            files.append(PatchFilePin(f.text("file"), f.text("mount"), f.count("size"), f.text("md5"),
-                                      f.text("sha256")))
-        return cls(r.text("dir"), mode, tuple(files))  # type: ignore[arg-type]
+            files.append(PatchFilePin(f.name("file"), f.absolute("mount"), f.count("size"), f.hex("md5", 32),
+                                      f.hex("sha256", 64)))
+        return cls(r.relative("dir"), mode, tuple(files))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -259,8 +294,8 @@ class ToolchainPin:
             return cls("base")
         if cuda != "host":
             raise r._fail("cuda", "'base' or 'host'")
-        return cls("host", r.text("path"), r.text("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),
-                   r.text("nvcc_sha256"))
+        return cls("host", r.absolute("path"), r.absolute("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),
+                   r.hex("nvcc_sha256", 64))
 
 
 @dataclass(frozen=True)
@@ -303,8 +338,12 @@ class LockFile:
         r = _Reader(data, where, "")
         spec = r.obj("spec")
         archs = r.items("cuda_architectures")
-        if not all(isinstance(a, str) for a in archs):
-            raise r._fail("cuda_architectures", "a list of strings")
+        if not archs or not all(isinstance(a, str) and re.fullmatch(r"\d+\.\d[af]?", a) for a in archs):
+            raise r._fail("cuda_architectures", "a list of CUDA architectures such as '12.1a'")
+        if r.count("source_date_epoch") > MAX_EPOCH:
+            raise r._fail("source_date_epoch", "a time before the year 10000")
+        if r.text("platform") not in PLATFORMS:
+            raise r._fail("platform", f"one of {', '.join(PLATFORMS)}")
         sources: dict[str, SourcePin] = {}
         for name in r.mapping("sources"):
             entry = r.obj("sources").obj(name)

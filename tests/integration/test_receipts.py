@@ -322,3 +322,29 @@ def test_a_key_others_can_read_is_refused_by_build(built: Built, tmp_path: Path,
     open_key.chmod(0o644)
     code, _, err = cli(capsys, built.store, "build", str(built.spec), "--key", str(open_key))
     assert code == 2 and "accessible by others" in err
+
+
+def test_a_lock_that_swaps_a_pinned_wheel_is_refused_by_check_build_and_verify(built: Built) -> None:
+    """The spec pins six's sha256; a hand-edited lock that points at another wheel with its own
+    matching sha256 is refused everywhere the lock is read (issue: the spec's pins always win)."""
+    lock_path = built.spec.with_name(built.spec.name + ".lock.json")
+    original = lock_path.read_text()
+    lock = json.loads(original)
+    six = lock["sources"]["six"]
+    six.update(filename="evil-1.0-py3-none-any.whl", url="https://files.example/evil-1.0-py3-none-any.whl",
+               sha256="e" * 64)
+    lock_path.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    try:
+        for args in (("check", str(built.spec)), ("build", str(built.spec), "--quiet")):
+            code, _, err = _run("--store", str(built.store), *args)
+            assert code == 2 and "sources.six: lock resolved" in err and "evil-1.0" in err, (args, err)
+        recipe = built.spec.with_name("demo.recipe.yaml")
+        code, _, err = _run("--store", str(built.store), "verify-receipt", str(built.receipt), "--key",
+                            str(built.pub), "--recipe", str(recipe))
+        assert code == 2 and "sources.six: lock resolved" in err
+        six["filename"] = "../../../etc/evil-1.0-py3-none-any.whl"
+        lock_path.write_text(json.dumps(lock))
+        code, _, err = _run("--store", str(built.store), "check", str(built.spec))
+        assert code == 2 and "sources.six.filename must be a bare file name" in err
+    finally:
+        lock_path.write_text(original)

@@ -39,6 +39,14 @@ def test_lock_round_trips() -> None:
     (("source_date_epoch",), "yesterday", "source_date_epoch must be a non-negative integer"),
     (("patches", "demo", "mode"), "copy", "patches.demo.mode must be 'bake' or 'mount'"),
     (("sources",), [], "sources must be an object"),
+    (("sources", "six", "filename"), "../../etc/six-1.16.0-py3-none-any.whl", "sources.six.filename must be a bare"),
+    (("sources", "six", "sha256"), "ABC", "sources.six.sha256 must be 64 lower-case hex digits"),
+    (("sources", "six", "url"), "ftp://x/six.whl", "sources.six.url must be an https://"),
+    (("sources", "kernel", "path"), "../outside", "sources.kernel.path must be a clean path relative"),
+    (("patches", "demo", "dir"), "/etc", "patches.demo.dir must be a clean path relative"),
+    (("toolchain", "nvcc_sha256"), "x", "toolchain.nvcc_sha256 must be 64 lower-case hex digits"),
+    (("cuda_architectures",), ["sm_121a"], "cuda_architectures must be a list of CUDA architectures"),
+    (("platform",), "windows/amd64", "platform must be one of linux/amd64, linux/arm64"),
 ])
 def test_a_damaged_lock_names_the_field(path: tuple[str, ...], value: Any, message: str) -> None:
     data = lock_json()
@@ -99,3 +107,12 @@ def test_kernel_label_round_trips() -> None:
     assert KernelLabel.from_label(label.to_label(), "img") == label
     with pytest.raises(UsageError, match=r"img: label dev\.sparkimg\.prewarm is not a kernel set"):
         KernelLabel.from_label('{"modules": 3}', "img")
+
+
+@pytest.mark.parametrize(("field", "value"), [("file", "../a.py"), ("file", ".hidden"), ("mount", "/"),
+                                              ("mount", "/etc/../passwd"), ("mount", "relative/path")])
+def test_a_lock_never_names_a_patch_path_outside_its_place(field: str, value: str) -> None:
+    data = lock_json()
+    data["patches"]["demo"]["files"][0][field] = value
+    with pytest.raises(LockError, match=rf"patches\.demo\.files\[0\]\.{field} must be"):
+        LockFile.from_json(data, "x")
