@@ -8,18 +8,32 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 IGNORED = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
 
 
 def files(root: Path) -> list[Path]:
-    """Regular files under ``root``, sorted, skipping caches and VCS folders."""
+    """Regular files under ``root``, sorted, skipping caches and VCS folders. A link is followed
+    only while it stays under ``root``; a link out of it, or a FIFO, socket or device, is refused
+    (a source reads nothing from outside its folder, and nothing that would block a read)."""
+    top = root.resolve()
     found: list[Path] = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in IGNORED)
+        for name in [*dirs, *sorted(names)]:
+            path = Path(folder) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(top):
+                raise UsageError(f"{path}: a link to {path.resolve()}, outside the source folder {root}",
+                                 hint="copy what it points to into the folder, or remove the link")
         for name in sorted(names):
             path = Path(folder) / name
-            if path.is_file() and path.suffix != ".pyc":
-                found.append(path)
+            if path.suffix == ".pyc":
+                continue
+            if not path.is_file():
+                raise UsageError(f"{path}: not a regular file (a FIFO, socket, device or broken link)",
+                                 hint="a source folder holds plain files and folders only")
+            found.append(path)
     return found
 
 

@@ -9,6 +9,7 @@ so a patch cannot change without its pin changing too.
 from __future__ import annotations
 
 import hashlib
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,27 @@ SUMS = {"md5": "MD5SUMS", "sha256": "SHA256SUMS"}
 BOOKKEEPING = {MOUNTS, *SUMS.values()}
 
 
+def regular_file(path: Path, folder: Path) -> Path:
+    """``path`` with its links resolved. Refused, naming it, when a link takes it out of
+    ``folder`` (a patch set reads nothing from elsewhere) or when it is not a regular file (a
+    FIFO or a device would block a read, or never end one)."""
+    try:
+        real, top = path.resolve(), folder.resolve()
+        if not real.is_relative_to(top):
+            raise UsageError(f"{path}: a link to {real}, outside {folder}",
+                             hint="copy the file into the folder instead of linking to it")
+        if real.exists() and not stat.S_ISREG(real.stat().st_mode):
+            raise UsageError(f"{path}: not a regular file", hint="a patch set holds plain files only")
+    except (OSError, ValueError, RuntimeError) as exc:  # a loop of links, a name no file can have
+        raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    return real
+
+
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Non-blank lines that are not ``#`` comments, with their 1-based numbers. A file that cannot
-    be read, or is not UTF-8 text, is bad input naming it."""
+    be read, is not UTF-8 text, or is a link out of its folder is bad input naming it."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = regular_file(path, path.parent).read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text", hint="write it as plain text, one entry per line") from None
     except (OSError, ValueError) as exc:  # ValueError: a name no file can have (a NUL, a lone surrogate)
@@ -78,6 +95,10 @@ def format_sums(sums: dict[str, str]) -> str:
 
 def _files(folder: Path) -> dict[str, dict[str, str]]:
     names = listed_files(folder)
+    for name in names:
+        if "/" in name or name.startswith("."):
+            raise UsageError(f"{folder}/mounts.txt: '{name}' must be a plain file name inside {folder.name}/")
+        regular_file(folder / name, folder)
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
         raise UsageError(f"{folder}: mounts.txt lists files that are not there: {', '.join(missing)}",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..patches import numbered_lines
+from ..errors import UsageError
+from ..patches import numbered_lines, regular_file
 from .checker import Checker, KeyPath
 from .model import PatchFile
 
@@ -20,9 +21,16 @@ class BuildTree:
         self.spec_path = spec_path
 
     def root(self, written: str, c: Checker) -> Path | None:
-        root = (self.spec_path.resolve().parent / written).resolve()
+        """The spec's folder or one of the folders above it (``.``, ``..``, ``../..``), never ``/``:
+        everything a build reads comes from under it, and no link leads out of it."""
+        here = self.spec_path.resolve().parent
+        root = (here / written).resolve()
         if not root.is_dir():
             c.problem(("root",), f"'{written}' is not a folder next to the spec")
+            return None
+        if not here.is_relative_to(root) or root == Path(root.anchor):
+            c.problem(("root",), f"'{written}' ({root}) must be the spec's folder or a folder above it, and not "
+                      "/; write e.g. '..' for the repository that holds layers/")
             return None
         return root
 
@@ -53,8 +61,13 @@ class BuildTree:
         if not mounts.is_file():
             c.problem(path, f"{mounts} is missing; list each patch file and its container path there")
             return None
+        try:
+            lines = list(numbered_lines(mounts))
+        except UsageError as exc:
+            c.problem(path, exc.message)
+            return None
         files: list[PatchFile] = []
-        for number, line in numbered_lines(mounts):
+        for number, line in lines:
             where = f"{_shown(mounts)}:{number}"
             if "<operator" in line:
                 c.placeholders.append(f"{where}: {line}")
@@ -69,6 +82,11 @@ class BuildTree:
                 continue
             if not target.startswith("/"):
                 c.problem(path, f"{where}: '{target}' must be an absolute container path")
+                continue
+            try:
+                regular_file(folder / file, folder)
+            except UsageError as exc:
+                c.problem(path, f"{where}: {exc.message}; {exc.hint or 'keep patch files in the set folder'}")
                 continue
             if not (folder / file).is_file():
                 c.placeholders.append(f"{where}: the patch file {folder / file} itself (not in the repository)")

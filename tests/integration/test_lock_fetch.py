@@ -190,3 +190,18 @@ def test_two_concurrent_builds_share_one_store(project: Project, store: Store, e
         assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name
     assert list((store.root / "tmp").glob("put.*")) == []
     engine.remove_image(json.loads(results[0][0])["image"]["reference"])
+
+
+def test_a_path_source_that_links_out_of_its_folder_is_refused(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .helpers import cli, copy_demo
+
+    spec = copy_demo(tmp_path)
+    kernel = spec.parents[1] / "build" / "demo-kernel"
+    (kernel / "host-secret").symlink_to("/etc/hostname")
+    code, _, err = cli(capsys, tmp_path / "store", "lock", str(spec))
+    assert code == 2 and f"{kernel / 'host-secret'}: a link to /etc/hostname, outside the source folder" in err
+    (kernel / "host-secret").unlink()
+    (kernel / "inside").symlink_to("build_wheel.py")  # a link that stays in the folder is read as its target
+    assert cli(capsys, tmp_path / "store", "lock", str(spec))[0] == 0

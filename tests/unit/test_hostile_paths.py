@@ -1,0 +1,72 @@
+"""Nothing outside the spec's root (or a patch set's folder) is read through a link, and
+nothing that would block a read is read at all: each is refused with the file named, exit 2."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkimg.cli import main
+from tests.formats import GOOD
+
+Project = Callable[..., Path]
+
+
+def _check(spec: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["check", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("what", ["serve.env", "mounts.txt"])
+def test_a_patch_set_file_linked_out_of_the_folder_is_refused(project: Project, what: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    target = spec.parent / "patches" / "demo" / what
+    target.unlink()
+    target.symlink_to("/etc/hostname")
+    err = _check(spec, capsys)
+    assert f"{target}: a link to /etc/hostname, outside" in err
+    for action in ("pin", "check"):
+        assert main(["patches", action, str(target.parent)]) == 2
+        assert "outside" in capsys.readouterr().err
+
+
+def test_a_sums_file_linked_out_of_the_folder_is_refused(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    sums = spec.parent / "patches" / "demo" / "MD5SUMS"
+    sums.unlink()
+    sums.symlink_to("/etc/hostname")
+    assert main(["patches", "check", str(sums.parent)]) == 2
+    assert f"{sums}: a link to /etc/hostname" in capsys.readouterr().err
+
+
+def test_a_link_inside_the_folder_is_followed(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    folder = spec.parent / "patches" / "demo"
+    (folder / "serve.env").rename(folder / "real.env")
+    (folder / "serve.env").symlink_to("real.env")
+    (folder / "real.env").rename(folder / ".real.env")  # hidden files are not patch files
+    (folder / "serve.env").unlink()
+    (folder / "serve.env").symlink_to(".real.env")
+    assert main(["check", str(spec)]) == 0, capsys.readouterr().err
+
+
+def test_a_fifo_is_refused_instead_of_blocking(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    target = spec.parent / "patches" / "demo" / "serve.env"
+    target.unlink()
+    os.mkfifo(target)
+    assert f"{target}: not a regular file" in _check(spec, capsys)
+
+
+@pytest.mark.parametrize("root", ["../../../../../../../../../..", "kernel"])
+def test_root_is_the_spec_folder_or_above_it_and_never_slash(project: Project, root: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD.replace("name: demo\n", f"name: demo\nroot: {root}\n", 1))
+    err = _check(spec, capsys)
+    assert "root: '" in err and "must be the spec's folder or a folder above it" in err
