@@ -166,6 +166,7 @@ class PatchSet:
     written: str
     mode: Literal["bake", "mount"]
     files: tuple[PatchFile, ...]
+    replaces_system_files: bool = False
 
 
 Scalar = str | int | float | bool | None

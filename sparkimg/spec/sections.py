@@ -8,6 +8,7 @@ build tree is absent.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
@@ -69,7 +70,18 @@ COMPILE_KEYS = (
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
 MODULE_KEYS = ("generator", "args", "kwargs")
-PATCH_KEYS = ("name", "dir", "mode")
+PATCH_KEYS = ("name", "dir", "mode", "replaces_system_files")
+# Targets that replace what the base's own system owns (binaries, libraries, the loader, the
+# accounts and their authentication, the package database): allowed only with
+# ``replaces_system_files: true`` on the patch set. A new file of one's own under /etc (say
+# /etc/sparkimg/serve.env) needs no opt-in.
+SYSTEM_PATHS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib",
+                "/usr/lib32", "/usr/lib64", "/usr/libexec", "/boot", "/dev", "/proc", "/sys", "/root", "/run",
+                "/var/lib/dpkg", "/var/lib/apt", "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow",
+                "/etc/sudoers", "/etc/sudoers.d", "/etc/pam.d", "/etc/security", "/etc/ssh", "/etc/ld.so.conf",
+                "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/nsswitch.conf", "/etc/hosts",
+                "/etc/resolv.conf", "/etc/environment", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc",
+                "/etc/apt", "/etc/systemd", "/etc/init.d", "/etc/cron.d", "/etc/crontab", "/etc/os-release")
 
 
 class Disk(Protocol):
@@ -562,7 +574,30 @@ def _patches(
         folder = disk.inside(root, written, (*path, "dir"), c)
         if folder is None or name is None:
             continue
+        system = entry.get("replaces_system_files", False)
+        if not isinstance(system, bool):
+            c.problem((*path, "replaces_system_files"), f"must be true or false, not {system!r}")
+            continue
         files = disk.patch_files(folder, (*path, "dir"), c)
-        if files is not None:
-            sets.append(PatchSet(name, folder, written, mode, files))
+        if files is not None and _targets(files, written, system, (*path, "dir"), c):
+            sets.append(PatchSet(name, folder, written, mode, files, system))
     return sets
+
+
+def _targets(files: tuple[PatchFile, ...], written: str, system: bool, path: KeyPath, c: Checker) -> bool:
+    """Each target a clean absolute container path (normalised, no '..', never '/'); one in the
+    base system's own folders only with ``replaces_system_files: true``."""
+    ok = True
+    for item in files:
+        target = item.mount
+        where = f"{written}/mounts.txt: {item.file} -> '{target}'"
+        clean = target.startswith("/") and target != "/" and posixpath.normpath(target) == target
+        if not clean or "/../" in f"{target}/":
+            c.problem(path, f"{where}: the target must be a clean absolute path in the container (normalised, "
+                      "no '..', not '/'), e.g. /usr/local/lib/python3.12/dist-packages/vllm/x.py")
+            ok = False
+        elif not system and any(target == s or target.startswith(s + "/") for s in SYSTEM_PATHS):
+            c.problem(path, f"{where}: replaces a file the base system owns; if that is intended, add "
+                      "'replaces_system_files: true' to this patch set")
+            ok = False
+    return ok

@@ -70,3 +70,25 @@ def test_root_is_the_spec_folder_or_above_it_and_never_slash(project: Project, r
     spec = project(GOOD.replace("name: demo\n", f"name: demo\nroot: {root}\n", 1))
     err = _check(spec, capsys)
     assert "root: '" in err and "must be the spec's folder or a folder above it" in err
+
+
+@pytest.mark.parametrize("target", ["/", "/opt/../etc/x", "/opt//x", "/opt/x/", "opt/x", "/opt/./x"])
+def test_a_patch_target_is_a_clean_absolute_path(project: Project, target: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    (spec.parent / "patches" / "demo" / "mounts.txt").write_text(f"serve.env {target}\n"
+                                                                "sitecustomize_banner.py /opt/s/b.py\n")
+    err = _check(spec, capsys)
+    assert (f"serve.env -> '{target}'" in err and "clean absolute path" in err) or \
+        f"mounts.txt:1: '{target}' must be an absolute container path" in err
+
+
+def test_replacing_a_system_file_needs_the_opt_in(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = project(GOOD)
+    (spec.parent / "patches" / "demo" / "mounts.txt").write_text("serve.env /etc/passwd\n"
+                                                                "sitecustomize_banner.py /opt/s/b.py\n")
+    err = _check(spec, capsys)
+    assert "serve.env -> '/etc/passwd': replaces a file the base system owns" in err
+    assert "replaces_system_files: true" in err
+    opted = project(GOOD.replace("    mode: bake\n", "    mode: bake\n    replaces_system_files: true\n"), "opted.yaml")
+    assert main(["check", str(opted)]) == 0, capsys.readouterr().err
