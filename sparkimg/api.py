@@ -46,11 +46,14 @@ def _store(root: Path | None) -> Store:
     return Store(root)
 
 
-def load(spec_path: Path) -> Spec:
-    """The validated spec at ``spec_path`` (SpecError lists every problem)."""
+def load(spec_path: Path, report: Reporter = silent) -> Spec:
+    """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported."""
     from .spec import load_spec
 
-    return load_spec(spec_path)
+    spec = load_spec(spec_path)
+    for warning in spec.warnings:
+        report(Event(Phase.SPEC, warning, kind=Kind.WARNING))
+    return spec
 
 
 def locked(spec: Spec, store: Store | None = None) -> Lock:
@@ -79,11 +82,11 @@ class Checked:
     lock: Literal["absent", "current"]
 
 
-def check(spec_path: Path) -> Checked:
+def check(spec_path: Path, *, report: Reporter = silent) -> Checked:
     """Validate a spec, and its lock when there is one; run nothing."""
     from . import lock as lock_mod
 
-    spec = load(spec_path)
+    spec = load(spec_path, report)
     if not lock_mod.lock_path(spec).exists():
         return Checked(spec, "absent")
     locked(spec)
@@ -95,7 +98,7 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
     """Resolve every mutable reference and write ``SPEC.lock.json``."""
     from . import lock as lock_mod
 
-    spec = load(spec_path)
+    spec = load(spec_path, report)
     previous = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
     model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, report=report)
     return lock_mod.write(spec, model)
@@ -174,17 +177,17 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     from .build.image import build as build_image
     from .receipts.emit import emit
 
-    spec = load(spec_path)
-    lock = lock_mod.load(spec)
-    overrides = options.overrides or Overrides()
-    key = signing_key(options.key)
-    the_store = _store(store)
-    the_engine = engine(the_store)
     said = Collected()  # what this build reports, kept for the no-op stamp
 
     def tell(event: Event) -> None:
         said(event)
         report(event)
+    spec = load(spec_path, tell)
+    lock = lock_mod.load(spec)
+    overrides = options.overrides or Overrides()
+    key = signing_key(options.key)
+    the_store = _store(store)
+    the_engine = engine(the_store)
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
     warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None

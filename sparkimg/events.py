@@ -18,6 +18,7 @@ Figure = int | float | str | bool | None
 class Phase(StrEnum):
     """Where in the pipeline an event comes from."""
 
+    SPEC = "spec"
     RESOLVE = "resolve"
     FETCH = "fetch"
     PLAN = "plan"

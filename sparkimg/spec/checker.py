@@ -39,10 +39,16 @@ class Checker:
         self.located = located
         self.problems: list[str] = []
         self.placeholders: list[str] = []
+        self.warnings: list[str] = []
 
     def problem(self, path: KeyPath, message: str) -> None:
         line = self.located.line(path)
         self.problems.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
+
+    def warn(self, path: KeyPath, message: str) -> None:
+        """Something valid that the operator should know (it does not stop anything)."""
+        line = self.located.line(path)
+        self.warnings.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
 
     def duplicates(self) -> None:
         """Record every key the document gives twice (YAML itself keeps the last silently)."""

@@ -215,6 +215,7 @@ class Spec:
     labels: Mapping[str, str]
     prewarm: KernelSet | None = None
     placeholders: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())  # valid, but the operator should know (spec.checker.warn)
 
     def source(self, name: str) -> Source:
         return self.sources[name]

@@ -126,6 +126,8 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
     layers = _layers(data, c, sources)
     patches = _patches(data, c, root, {layer.name for layer in layers}, disk)
     env = _str_map(data, "env", (), c, env_keys=True)
+    _credentials(env, ("env",), c, "will be visible in the image's config and history (docker inspect) to "
+                 "anyone with the image; pass it when the container starts (docker run -e) instead")
     labels = _str_map(data, "labels", (), c, env_keys=False)
     for key in labels:
         if key.startswith(RESERVED_LABEL_PREFIXES):
@@ -152,6 +154,7 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
         labels=labels,
         prewarm=prewarm,
         placeholders=tuple(c.placeholders),
+        warnings=tuple(c.warnings),
     )
 
 
@@ -418,6 +421,8 @@ def _compile(name: str, source: str, entry: dict[str, Any], path: KeyPath, c: Ch
     command = c.string(entry, "command", path, required=True,
                        hint="the shell command that writes wheels to /out")
     env = _str_map(entry, "env", path, c, env_keys=True)
+    _credentials(env, (*path, "env"), c, "is written in the spec and handed to the build container, and the "
+                 "wheels it builds can embed it; mount a secret file at build time instead")
     for key, text in [("command", command or ""), *[(f"env.{k}", v) for k, v in env.items()]]:
         for var in VARIABLE.findall(text):
             if var not in VARIABLES:
@@ -476,6 +481,8 @@ def _prewarm(data: dict[str, Any], c: Checker) -> KernelSet | None:
         return None
     modules = [_module(item, (*path, "modules", index), c) for index, item in enumerate(items)]
     env = _str_map(entry, "env", path, c, env_keys=True)
+    _credentials(env, (*path, "env"), c, "goes into the image label dev.sparkimg.prewarm, which anyone with "
+                 "the image can read")
     bounds = _bounds(entry, path, c)
     if bounds is None or None in modules:
         return None
@@ -525,6 +532,17 @@ def _module(item: Any, path: KeyPath, c: Checker) -> KernelModule | None:
         c.problem(where, f"arguments must be strings, numbers, booleans or null, not {type_name(bad[0])}")
         return None
     return KernelModule(generator, tuple(args), {str(k): v for k, v in kwargs.items()})
+
+
+CREDENTIAL = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE|AUTH|API_?KEY|ACCESS_?KEY|(^|_)KEY($|_)",
+                        re.IGNORECASE)
+
+
+def _credentials(env: Mapping[str, str], path: KeyPath, c: Checker, where: str) -> None:
+    """A warning for each variable whose name looks like a credential: its value is not secret here."""
+    for name in env:
+        if CREDENTIAL.search(name):
+            c.warn((*path, name), f"looks like a credential; its value {where}")
 
 
 def _str_map(data: Mapping[str, Any], key: str, path: KeyPath, c: Checker, *, env_keys: bool) -> dict[str, str]:

@@ -92,3 +92,15 @@ def test_replacing_a_system_file_needs_the_opt_in(project: Project, capsys: pyte
     assert "replaces_system_files: true" in err
     opted = project(GOOD.replace("    mode: bake\n", "    mode: bake\n    replaces_system_files: true\n"), "opted.yaml")
     assert main(["check", str(opted)]) == 0, capsys.readouterr().err
+
+
+def test_a_credential_in_env_is_warned_about_where_it_shows(project: Project,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    text = GOOD.replace('env:\n  A: "1"\n', 'env:\n  A: "1"\n  HF_TOKEN: "hf_x"\n').replace(
+        '      NVCC_GENCODE: "{gencode}"\n', '      NVCC_GENCODE: "{gencode}"\n      GIT_PASSWORD: "x"\n')
+    spec = project(text)
+    assert main(["check", str(spec)]) == 0
+    err = capsys.readouterr().err
+    assert "env.HF_TOKEN: looks like a credential" in err and "docker inspect" in err
+    assert "layers[0].env.GIT_PASSWORD: looks like a credential" in err and "build container" in err
+    assert "env.A:" not in err
