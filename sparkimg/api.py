@@ -175,7 +175,8 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     from . import lock as lock_mod
     from .build.bounds import Overrides
     from .build.image import build as build_image
-    from .receipts.emit import emit
+    from .build.image import described
+    from .receipts.emit import emit, has_statement
 
     said = Collected()  # what this build reports, kept for the no-op stamp
 
@@ -189,6 +190,8 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     the_store = _store(store)
     the_engine = engine(the_store)
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
+    if not result.built and not has_statement(result, the_store):
+        result = described(result, the_store, the_engine, tell)  # the receipt is written again: in full
     warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
     emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,

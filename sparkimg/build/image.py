@@ -57,6 +57,17 @@ def _engine_info(engine: Engine, builder: str | None) -> dict[str, str | None]:
     return {"client": engine.version, "server": engine.server_version(), "builder": builder}
 
 
+def described(result: BuildResult, store: Store, engine: Engine, report: Reporter = silent) -> BuildResult:
+    """A no-op's result with what a fresh build records besides: the store entries of its inputs
+    (fetched again where missing, with no engine needed) and the engine that built it. For a
+    receipt written again after its statement was lost, so it carries the same fields."""
+    from ..fetch import fetch
+
+    fetched = fetch(result.plan.spec, result.plan.lock, store, None, report=report)
+    return replace(result, blobs=dict(fetched.blobs),
+                   engine=_engine_info(engine, "buildx" if engine.buildx else "buildkit"))
+
+
 def _records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
     found = {layer.name: layer_record(store, plan.layer(layer.name).key) for layer in plan.spec.layers
              if isinstance(layer, CompileLayer)}

@@ -29,6 +29,11 @@ def default_path(result: BuildResult) -> Path:
     return spec.root / "receipts" / spec.name / f"{result.plan.image.key[:16]}.receipt.json"
 
 
+def has_statement(result: BuildResult, store: Store) -> bool:
+    """Whether the store still holds this image's statement (a receipt written again reuses it)."""
+    return store.read_record(RECORDS, result.plan.image.key) is not None
+
+
 def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Path | None = None,
          record_host: bool = False, prewarm: Descriptor | None = None) -> Emitted:
     """Write the receipt of ``result`` (signed when ``key`` is given); return where and how.

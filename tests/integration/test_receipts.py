@@ -348,3 +348,23 @@ def test_a_lock_that_swaps_a_pinned_wheel_is_refused_by_check_build_and_verify(b
         assert code == 2 and "sources.six.filename must be a bare file name" in err
     finally:
         lock_path.write_text(original)
+
+
+def test_a_receipt_written_again_after_its_statement_was_lost_carries_the_same_fields(built: Built) -> None:
+    records = built.store / "records" / "statements"
+    fresh = built.statement()
+    saved = {p: p.read_bytes() for p in records.iterdir()}
+    other = built.root / "again.receipt.json"
+    try:
+        for path in saved:
+            path.unlink()
+        code, out, err = _run("--store", str(built.store), "build", str(built.spec), "--key", str(built.key),
+                              "--receipt", str(other), "--json", "--quiet")
+        assert code == 0 and json.loads(out)["layers"][-1]["cached"] is True, err
+        again = json.loads(base64.b64decode(json.loads(other.read_text())["payload"]))
+        for statement in (fresh, again):
+            del statement["predicate"]["runDetails"]["metadata"]  # when and which invocation: always new
+        assert again == fresh
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)

@@ -139,3 +139,15 @@ def test_an_output_path_fault_is_exit_1_with_the_path(tmp_path: Path, json_flag:
     if json_flag:
         assert json.loads(out)["exit_code"] == 1
     assert list(tmp_path.iterdir()) == [blocker]  # nothing half-written
+
+
+def test_show_receipt_without_run_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sparkimg.formats.canonical import canonical
+    from sparkimg.signing import dsse
+    from tests.formats import statement
+
+    receipt = tmp_path / "r.json"
+    receipt.write_bytes(dsse.Envelope(canonical(statement(metadata=False).to_json())).dumps())
+    assert main(["show-receipt", str(receipt)]) == 0
+    out = capsys.readouterr().out
+    assert "built ? -> ? by https://sparkimg.dev/builders/local/v1 (no invocation id recorded)" in out
