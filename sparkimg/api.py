@@ -451,3 +451,18 @@ def doctor() -> list[dict[str, Any]]:
     from .doctor import diagnose
 
     return diagnose()
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    containers: list[str]
+    folders: int
+
+
+def clean(*, store: Path | None = None) -> Cleaned:
+    """Remove what runs that died (kill -9) left: their containers, found by the owner label whose
+    process is gone, and their leased work folders in the store (``Store`` sweeps those on open)."""
+    from .engine import Engine
+
+    the_store = _store(store)
+    return Cleaned(Engine.connect().reap_orphans(), the_store.swept + the_store.sweep())

@@ -43,6 +43,13 @@ _ABSENT = ("no such image", "no such object", "image not known")
 
 _NOT_RUNNING_HINT = "start it (scripts/dev-up on a dev machine, or systemctl start docker)"
 
+# Every container sparkimg starts carries its owner (host/pid/process start time), so a later
+# run can tell one whose sparkimg died (kill -9) and remove it. Inside, SPARKIMG_LEASE names a
+# file the owner holds an flock on: when the lock comes free, the owner is gone and the
+# container's wrapper stops the work (build/compile.py, prewarm/worker.py).
+OWNER_LABEL = "dev.sparkimg.owner"
+LEASE = "/run/sparkimg-lease/lease"
+
 
 def _quiet(layer: str, phase: str, line: str) -> None:
     return None
@@ -266,7 +273,9 @@ class Engine:
         from python_on_whales.exceptions import DockerException
 
         docker = self._whales()
+        self.reap_orphans()
         name = f"sparkimg-{layer or 'run'}-{uuid.uuid4().hex[:10]}"
+        lease = _Lease()
         kwargs: dict[str, Any] = {
             "detach": True,
             "name": name,
@@ -274,10 +283,11 @@ class Engine:
             "memory": limits.memory,
             "memory_swap": limits.memory,
             "pids_limit": limits.pids,
-            "envs": dict(env or {}),
-            "volumes": [m.volume() for m in mounts],
+            "envs": {**(env or {}), "SPARKIMG_LEASE": LEASE},
+            "volumes": [*(m.volume() for m in mounts), (str(lease.folder), str(Path(LEASE).parent), "ro")],
             "workdir": workdir,
             "pull": "never",
+            "labels": {OWNER_LABEL: owner()},
         }
         if limits.cpus is not None:
             kwargs["cpus"] = limits.cpus
@@ -290,6 +300,7 @@ class Engine:
         try:
             container = docker.run(image, list(command), **kwargs)
         except DockerException as exc:
+            lease.release()
             raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
         try:
             reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
@@ -300,6 +311,20 @@ class Engine:
             return RunResult(exit_code, bool(state.oom_killed))
         finally:
             _ok([self.client, "rm", "-f", name])
+            lease.release()
+
+    def reap_orphans(self) -> list[str]:
+        """Remove the containers of sparkimg runs on this host whose process is gone (a kill -9
+        leaves them behind); return their names."""
+        proc = _call([self.client, "ps", "-a", "--filter", f"label={OWNER_LABEL}", "--format",
+                      f'{{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}'], timeout=120)
+        if proc.returncode != 0:
+            return []
+        gone = [name for name, _, label in (line.partition(" ") for line in proc.stdout.splitlines())
+                if name and not alive(label)]
+        for name in gone:
+            _ok([self.client, "rm", "-f", name])
+        return gone
 
     def _follow(self, container: Any, log: LogFn, layer: str, phase: str) -> None:
         from python_on_whales.exceptions import DockerException
@@ -354,6 +379,56 @@ class Engine:
         image_id = iidfile.read_text().strip()
         iidfile.unlink(missing_ok=True)
         return BuildOutput(image_id, builder)
+
+
+class _Lease:
+    """A file this process holds an exclusive flock on while its container runs; the kernel lets
+    go of it when the process dies, however it dies, which the container can see."""
+
+    def __init__(self) -> None:
+        import fcntl
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="sparkimg-lease-"))
+        self.folder.chmod(0o755)
+        path = self.folder / "lease"
+        path.touch(0o644)
+        self.handle: Any = open(path, "rb")  # noqa: SIM115 (held open until release)
+        fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22): with the
+    pid, it names one process, even after the pid is used again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def owner() -> str:
+    """This process, as the owner label writes it: host/pid/start time."""
+    import socket
+
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
+
+
+def alive(label: str) -> bool:
+    """Whether the owner a label names still runs. Another host's containers are never judged dead."""
+    import socket
+
+    host, _, rest = label.partition("/")
+    pid, _, started = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    return _start_time(int(pid)) == started
 
 
 def _image_info(text: str, what: str) -> ImageInfo:

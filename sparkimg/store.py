@@ -26,6 +26,7 @@ from .formats.canonical import loads, pretty
 
 CHUNK = 1 << 20
 SWEEP_AGE_S = 30
+LEASE = ".sparkimg-lease"  # in each work folder: flocked by the process that works there
 
 
 def default_root() -> Path:
@@ -80,13 +81,14 @@ class Store:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or default_root()).expanduser()
+        self._leases: list[IO[str]] = []
         try:
             for sub in ("blobs/sha256", "tmp", "records", "git"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create the store at {self.root}: {exc.strerror}",
                              hint="pass --store DIR or set SPARKIMG_STORE to a writable folder") from None
-        self.sweep()
+        self.swept = self.sweep()
 
     # -- blobs -----------------------------------------------------------------
 
@@ -179,16 +181,33 @@ class Store:
                 os.unlink(tmp)
 
     def temp_dir(self, prefix: str) -> Path:
-        return Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
+        """A work folder in ``tmp/``, leased (flocked) by this process until it exits, so that a
+        later sweep removes it only once its owner is gone (a kill -9 leaves no stray folder)."""
+        folder = Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
+        handle = open(folder / LEASE, "a")  # noqa: SIM115 (held open: the flock is the lease)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        self._leases.append(handle)
+        return folder
 
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """An exclusive lock shared by all sparkimg processes on this store."""
         return flock(self.root / "tmp" / f"{name}.lock")
 
     def sweep(self) -> int:
-        """Remove temp files left by writers that died (their flock is free)."""
+        """Remove temp files and work folders left by writers that died (their flock is free)."""
         removed = 0
         now = time.time()
+        for folder in (self.root / "tmp").iterdir():
+            lease = folder / LEASE
+            try:
+                if not lease.is_file() or now - lease.stat().st_mtime < SWEEP_AGE_S:
+                    continue
+                with open(lease, "rb") as handle:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+            except (BlockingIOError, FileNotFoundError, NotADirectoryError):
+                continue
         for entry in (self.root / "tmp").glob("put.*"):
             try:
                 # A writer takes its flock right after creating the file: skip young files.

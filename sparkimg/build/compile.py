@@ -29,9 +29,27 @@ from .bounds import Budget
 
 # Peak memory and CPU time from cgroup v1 or v2, as seen from inside the container.
 WRAPPER = r"""#!/bin/sh
-# Written by sparkimg: runs the layer's command, then records cgroup metrics.
-/bin/sh -c "$SPARKIMG_COMMAND"
+# Written by sparkimg: runs the layer's command, then records cgroup metrics. A watchdog stops
+# the command when the sparkimg that started this container is gone (its lease comes free).
+lease_free() {
+  [ -n "$SPARKIMG_LEASE" ] && [ -f "$SPARKIMG_LEASE" ] || return 1
+  if command -v flock >/dev/null 2>&1; then flock -n "$SPARKIMG_LEASE" true 2>/dev/null
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)' \
+      "$SPARKIMG_LEASE" 2>/dev/null
+  else return 1; fi
+}
+/bin/sh -c "$SPARKIMG_COMMAND" &
+child=$!
+( while sleep 1; do
+    if lease_free; then
+      echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 "$child"; exit
+    fi
+  done ) &
+watchdog=$!
+wait "$child"
 rc=$?
+kill "$watchdog" 2>/dev/null
 g=/sys/fs/cgroup
 peak=$(cat $g/memory/memory.max_usage_in_bytes 2>/dev/null || cat $g/memory.peak 2>/dev/null || echo null)
 cpu_ns=$(cat $g/cpuacct/cpuacct.usage 2>/dev/null || cat $g/cpu,cpuacct/cpuacct.usage 2>/dev/null || echo null)

@@ -95,6 +95,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.clean:
+        cleaned = api.clean(store=args.store)
+        if not _emit(args, {"removed_containers": cleaned.containers, "removed_folders": cleaned.folders}):
+            render.line(f"removed {len(cleaned.containers)} container(s) of dead runs"
+                        + (f" ({', '.join(cleaned.containers)})" if cleaned.containers else "")
+                        + f" and {cleaned.folders} work folder(s)")
+        return 0
     checks = api.doctor()
     ok = all(c["ok"] or not c["required"] for c in checks)
     if not _emit(args, {"ok": ok, "checks": checks}):

@@ -17,7 +17,7 @@ EXAMPLES = {
     "fetch": "sparkimg fetch layers/demo.yaml",
     "plan": "sparkimg plan layers/demo.yaml --json",
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
-    "doctor": "sparkimg doctor --json",
+    "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
@@ -126,7 +126,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for the prewarm container")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
-    command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
+    p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
+    p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
+                   "containers (by owner label) and their work folders in the store")
     return root
 
 

@@ -204,11 +204,32 @@ def finish(workspace: Workspace) -> None:
         os.replace(temp, log)
 
 
+def watch_lease() -> None:
+    """In a container sparkimg started, stop when that sparkimg is gone: it holds an flock on
+    $SPARKIMG_LEASE while it waits for us, and the kernel lets go of it when it dies."""
+    lease = os.environ.get("SPARKIMG_LEASE")
+    if not lease or not Path(lease).is_file():
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(1)
+            try:
+                with open(lease, "rb") as handle:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: sparkimg is still there
+            emit("error", message="the sparkimg that started this container is gone; stopping")
+            os._exit(137)
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[1] not in ("list", "build"):
         print(__doc__, file=sys.stderr)
         return 2
     job = json.loads(Path(argv[2]).read_text())
+    watch_lease()
     try:
         workspace = Workspace()
     except ImportError as exc:

@@ -136,3 +136,48 @@ def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engin
     limit = int(next(line for line in lines if line.isdigit()))
     assert limit < 1 << 30  # shrunk from 8 GiB to what the reserve leaves (about 512 MiB)
     engine.remove_image(result.image_ref)
+
+
+def test_kill_9_leaves_nothing_running(project: Project, store: Store, engine: Engine, demo_base: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A compile container stops within seconds of its sparkimg's death (the lease watchdog), and
+    the next run (here `doctor --clean`) removes it and the run's work folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from sparkimg.engine import OWNER_LABEL
+
+    path = _locked(project, store, spec_text(demo_base, "sleep 300; " + WHEEL))
+    proc = subprocess.Popen([sys.executable, "-m", "sparkimg.cli", "--store", str(store.root), "build", str(path),
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def containers() -> list[str]:
+        listed = subprocess.run([engine.client, "ps", "-a", "--filter", f"label={OWNER_LABEL}", "--format",
+                                 f'{{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}'], capture_output=True, text=True,
+                                check=True).stdout
+        return [line.split()[0] for line in listed.splitlines() if f"/{proc.pid}/" in line]
+
+    deadline = time.monotonic() + 60
+    while not containers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    (name,) = containers()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 15
+    running = "true"
+    while running == "true" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        running = subprocess.run([engine.client, "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
+                                 text=True, check=False).stdout.strip()
+    assert running == "false", "the container outlived its sparkimg by more than 15 s"
+    work = [p for p in (store.root / "tmp").iterdir() if p.name.startswith("compile-")]
+    assert work  # the dead run's folder, still leased by nobody
+    for folder in work:
+        old = time.time() - 3600
+        os.utime(folder / ".sparkimg-lease", (old, old))
+    code, cleaned, _ = cli(capsys, store.root, "doctor", "--clean", "--json")
+    assert code == 0 and name in cleaned["removed_containers"] and cleaned["removed_folders"] >= len(work)
+    assert containers() == [] and not any(p.exists() for p in work)
