@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import LockError
+from .paths import bare_name, clean_absolute, clean_relative
 
 SCHEMA = "sparkimg-lock/v1"
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -68,24 +69,21 @@ class _Reader:
     def name(self, key: str, suffix: str = "") -> str:
         """A bare file name: never a path, never hidden, never '..'."""
         value = self.text(key)
-        if not value or "/" in value or "\\" in value or "\0" in value or value.startswith(".") \
-                or not value.endswith(suffix):
+        if not bare_name(value) or not value.endswith(suffix):
             raise self._fail(key, f"a bare file name{' ending ' + suffix if suffix else ''} (no folder)")
         return value
 
     def relative(self, key: str) -> str:
         """A clean relative path under the spec's root: no leading '/', no '..', no empty part."""
         value = self.text(key)
-        parts = value.split("/")
-        if not value or value.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in value:
+        if not clean_relative(value):
             raise self._fail(key, "a clean path relative to the spec's root")
         return value
 
     def absolute(self, key: str) -> str:
         """A clean absolute path, never '/'."""
         value = self.text(key)
-        parts = value.split("/")[1:]
-        if not value.startswith("/") or not parts or any(p in ("", ".", "..") for p in parts) or "\0" in value:
+        if not clean_absolute(value):
             raise self._fail(key, "a clean absolute path (not /, no '..')")
         return value
 

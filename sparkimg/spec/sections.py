@@ -8,13 +8,13 @@ build tree is absent.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from .._units import parse_size
+from ..formats.paths import clean_absolute
 from ..prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from .checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
 from .model import (
@@ -609,8 +609,7 @@ def _targets(files: tuple[PatchFile, ...], written: str, system: bool, path: Key
     for item in files:
         target = item.mount
         where = f"{written}/mounts.txt: {item.file} -> '{target}'"
-        clean = target.startswith("/") and target != "/" and posixpath.normpath(target) == target
-        if not clean or "/../" in f"{target}/":
+        if not clean_absolute(target):
             c.problem(path, f"{where}: the target must be a clean absolute path in the container (normalised, "
                       "no '..', not '/'), e.g. /usr/local/lib/python3.12/dist-packages/vllm/x.py")
             ok = False
