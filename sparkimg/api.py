@@ -161,11 +161,18 @@ class Built:
                 "prewarm": self.prewarm.to_json() if self.prewarm else None}
 
 
-def signing_key(path: Path | None) -> PrivateKey | None:
-    """The key a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
-    from .signing.keys import KEY_ENV, load_private
+def signing_key_path(path: Path | None) -> Path | None:
+    """The key file a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
+    from .signing.keys import KEY_ENV
 
-    chosen = path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
+    return path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
+
+
+def signing_key(path: Path | None) -> PrivateKey | None:
+    """The key a build or prewarm signs with (``signing_key_path``), loaded."""
+    from .signing.keys import load_private
+
+    chosen = signing_key_path(path)
     return load_private(chosen) if chosen else None
 
 
@@ -231,8 +238,7 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
     if spec.toolchain.cuda == "host" and spec.toolchain.path:
         nvcc = Path(spec.toolchain.path) / "bin" / "nvcc"
         files += [nvcc, nvcc.resolve()]
-    key = options.key or (Path(os.environ["SPARKIMG_KEY"]) if os.environ.get("SPARKIMG_KEY") else None)
-    if key is not None:
+    if (key := signing_key_path(options.key)) is not None:
         files.append(key)
     image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
              "socket": engine.api_socket or ""}
