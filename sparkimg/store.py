@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ._hashing import digest_file
 from ._locations import default_store
-from .errors import HashMismatchError, UsageError
+from .errors import HashMismatchError, SparkimgError
 from .formats.canonical import loads, pretty
 
 CHUNK = 1 << 20
@@ -86,7 +86,7 @@ class Store:
             for sub in ("blobs/sha256", "tmp", "records", "git"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"cannot create the store at {self.root}: {exc.strerror}",
+            raise SparkimgError(f"cannot create the store at {self.root}: {exc.strerror}",
                              hint="pass --store DIR or set SPARKIMG_STORE to a writable folder") from None
         self.swept = self.sweep()
 

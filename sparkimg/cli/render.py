@@ -99,7 +99,7 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]], *,
     from rich.table import Table
     from rich.text import Text
 
-    shown = Table(title=Text(title), caption=caption)
+    shown = Table(title=Text(title), caption=Text(caption) if caption is not None else None)
     for column in columns:
         shown.add_column(column, overflow="fold" if fold else "ellipsis")
     for row in rows:

@@ -151,3 +151,12 @@ def test_show_receipt_without_run_metadata(tmp_path: Path, capsys: pytest.Captur
     assert main(["show-receipt", str(receipt)]) == 0
     out = capsys.readouterr().out
     assert "built ? -> ? by https://sparkimg.dev/builders/local/v1 (no invocation id recorded)" in out
+
+
+def test_a_store_that_cannot_be_made_is_exit_1_with_the_path(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["--store", str(blocker / "store"), "doctor", "--clean", "--json"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot create the store at {blocker / 'store'}" in err and "Traceback" not in err
