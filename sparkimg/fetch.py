@@ -56,12 +56,14 @@ def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report
 
 
 def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, report: Reporter = silent) -> str:
-    """Pull the base by manifest digest, check its image ID, and tag it locally."""
+    """Pull the base by digest, check its image ID (the config digest the lock pins), tag it locally."""
     base = lock.base
     tag = base_tag(spec, lock)
     if engine.image_id(tag) == base.config_digest:
         return tag
-    pinned = f"{base.repository}@{base.manifest_digest}"
+    # By the digest the spec pins when it pins one (an index digest included: the engine picks the
+    # platform's manifest), so the config checked below is the spec's, whatever else a lock says.
+    pinned = f"{base.repository}@{spec.base.digest or base.manifest_digest}"
     if engine.image_id(pinned) != base.config_digest:
         report(Event(Phase.FETCH, f"pull {pinned}"))
         try:

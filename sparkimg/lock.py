@@ -193,7 +193,7 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
         problems.append("cuda_architectures differ")
     if dict(model.base.spec) != {"image": spec.base.reference, "digest": spec.base.digest}:
         problems.append(f"base: lock pins {dict(model.base.spec)}, spec has {spec.base.reference}")
-    problems += _base_pins(spec, model.base)
+    problems += _base_pins(spec, model.base, model.platform)
     if set(model.sources) != set(spec.sources):
         problems.append(f"sources: lock has {sorted(model.sources)}, spec has {sorted(spec.sources)}")
     for name, source in spec.sources.items():
@@ -202,7 +202,9 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
             continue
         if isinstance(source, PathSource):
             found = _tree.describe(source.path)["sha256"]
-            if not isinstance(pin, PathPin) or pin.sha256 != found:
+            if not isinstance(pin, PathPin) or pin.path != source.path.relative_to(spec.root).as_posix():
+                problems.append(f"sources.{name}: lock names another folder than {source.written}")
+            elif pin.sha256 != found:
                 problems.append(f"sources.{name}: {source.written} changed since the lock "
                                 f"(`sparkimg lock --update {name}` pins the new content)")
         elif isinstance(pin, PathPin) or dict(pin.spec) != _source_spec(source):
@@ -210,6 +212,8 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
             problems.append(f"sources.{name}: lock pins {written}, spec has {_source_spec(source)}")
         else:
             problems += _source_pins(name, source, pin)
+    if set(model.patches) != {p.name for p in spec.patches}:
+        problems.append(f"patches: lock has {sorted(model.patches)}, spec has {sorted(p.name for p in spec.patches)}")
     for patch_set in spec.patches:
         if model.patches.get(patch_set.name) != _patch_entry(spec, patch_set):
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
@@ -220,13 +224,15 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
                         "\n".join(f"  {p}" for p in problems), hint=relock)
 
 
-def _base_pins(spec: Spec, pin: BasePin) -> list[str]:
+def _base_pins(spec: Spec, pin: BasePin, platform: str) -> list[str]:
     """What the spec pins of the base, against what the lock resolved: the spec always wins."""
     problems = []
     if (pin.repository, pin.tag) != (spec.base.repository, spec.base.tag):
         problems.append(f"base: lock resolved {pin.reference}, spec names {spec.base.reference}")
     if spec.base.digest and spec.base.digest not in (pin.manifest_digest, pin.index_digest):
         problems.append(f"base: lock resolved {pin.manifest_digest}, spec pins {spec.base.digest}")
+    if pin.platform != platform:
+        problems.append(f"base: lock resolved it for {pin.platform}, the lock is for {platform}")
     return problems
 
 

@@ -75,7 +75,8 @@ def dockerfile(plan: Plan, base_tag: str, wheel_files: list[tuple[str, str]]) ->
         if entry.mode != "bake":
             continue
         for item in entry.files:
-            lines.append(f"COPY patches/{set_name}/{item.file} {item.mount}")
+            # The JSON form: a name or target is one argument whatever it holds.
+            lines.append(f"COPY {json.dumps([f'patches/{set_name}/{item.file}', item.mount])}")
     for key, value in sorted(plan.spec.env.items()):
         lines.append(f"ENV {key}={json.dumps(value)}")
     return "\n".join(lines) + "\n"

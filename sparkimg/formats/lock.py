@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import LockError
-from .paths import bare_name, clean_absolute, clean_relative
+from .paths import NAME, bare_name, clean_absolute, clean_relative
 
 SCHEMA = "sparkimg-lock/v1"
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -128,7 +128,8 @@ class BasePin:
 
     @classmethod
     def from_json(cls, r: _Reader) -> BasePin:
-        return cls(dict(r.mapping("spec")), r.text("repository"), r.opt_str("tag"), r.opt_str("index_digest"),
+        index = r.digest("index_digest") if r.data.get("index_digest") is not None else None
+        return cls(dict(r.mapping("spec")), r.text("repository"), r.opt_str("tag"), index,
                    r.digest("manifest_digest"), r.digest("config_digest"), r.opt_str("media_type"),
                    r.text("platform"))
 
@@ -342,6 +343,10 @@ class LockFile:
             raise r._fail("source_date_epoch", "a time before the year 10000")
         if r.text("platform") not in PLATFORMS:
             raise r._fail("platform", f"one of {', '.join(PLATFORMS)}")
+        for group in ("sources", "patches"):
+            bad = [str(n) for n in r.mapping(group) if not NAME.match(str(n))]
+            if bad:
+                raise r._fail(group, f"keyed by names such as 'demo' (not {bad[0]!r})")
         sources: dict[str, SourcePin] = {}
         for name in r.mapping("sources"):
             entry = r.obj("sources").obj(name)

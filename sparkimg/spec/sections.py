@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from .._units import parse_size
-from ..formats.paths import clean_absolute
+from ..formats.paths import NAME, clean_absolute
 from ..prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from .checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
 from .model import (
@@ -44,7 +44,7 @@ from .model import (
     dotted_arch,
 )
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_NAME = NAME
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX = re.compile(r"^[0-9a-f]{4,39}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

