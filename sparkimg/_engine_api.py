@@ -21,7 +21,7 @@ def api_socket(client: str) -> str | None:
     config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
         context = json.loads(config.read_text()).get("currentContext")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         context = None
     if context not in (None, "", "default"):
         return None

@@ -19,11 +19,20 @@ def files(root: Path) -> list[Path]:
     (a source reads nothing from outside its folder, and nothing that would block a read)."""
     top = root.resolve()
     found: list[Path] = []
-    for folder, dirs, names in os.walk(root):
+
+    def unreadable(exc: OSError) -> None:
+        raise UsageError(f"{exc.filename}: cannot read: {exc.strerror}", hint="a source folder must be readable whole")
+    for folder, dirs, names in os.walk(root, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if d not in IGNORED)
         for name in [*dirs, *sorted(names)]:
             path = Path(folder) / name
-            if path.is_symlink() and not path.resolve().is_relative_to(top):
+            try:
+                name.encode("utf-8")
+                outside = path.is_symlink() and not path.resolve().is_relative_to(top)
+            except (UnicodeEncodeError, RuntimeError, OSError) as exc:  # a name not in UTF-8, a loop of links
+                raise UsageError(f"{path!r}: cannot be part of a source ({exc.__class__.__name__})",
+                                 hint="rename it (UTF-8 names only) or remove the link") from None
+            if outside:
                 raise UsageError(f"{path}: a link to {path.resolve()}, outside the source folder {root}",
                                  hint="copy what it points to into the folder, or remove the link")
         for name in sorted(names):

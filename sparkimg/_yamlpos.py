@@ -72,6 +72,8 @@ def load(text: str) -> Located:
         located = Located(None if node is None else loader.construct_document(node))
     except RecursionError:
         raise Refused(problem="nested too deeply to read") from None
+    except (ValueError, OverflowError) as exc:  # a date that is no date, an integer past Python's limit
+        raise Refused(problem=f"a value YAML cannot read: {exc}") from None
     finally:
         loader.dispose()
     if node is not None:

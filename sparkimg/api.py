@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +186,7 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     from .build.image import described
     from .receipts.emit import emit, has_statement
 
+    started_ns = time.time_ns()
     said = Collected()  # what this build reports, kept for the no-op stamp
 
     def tell(event: Event) -> None:
@@ -211,12 +213,12 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
                    "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
     built = Built(result, emitted, warmed.result if warmed else None)
-    _stamp(spec, lock, the_store, the_engine, options, built, said.events)
+    _stamp(spec, lock, the_store, the_engine, options, built, said.events, started_ns)
     return built
 
 
 def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildOptions, built: Built,
-           said: list[Event]) -> None:
+           said: list[Event], started_ns: int) -> None:
     """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
     (``build.stamp``); after anything else, forget the stamp."""
     from .build import stamp
@@ -229,21 +231,29 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
         stamp.forget(where)
         return
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
-             *stamp.own_code()]
+             stamp.docker_config(), *stamp.own_code()]
+    links = [spec.path, lock.path]
     for source in spec.sources.values():
         if isinstance(source, PathSource):
             files += stamp.tree(source.path)
+            links.append(spec.root / source.written)
     for patch_set in spec.patches:
         files += stamp.tree(patch_set.dir)
+        links.append(spec.root / patch_set.written)
     if spec.toolchain.cuda == "host" and spec.toolchain.path:
         nvcc = Path(spec.toolchain.path) / "bin" / "nvcc"
         files += [nvcc, nvcc.resolve()]
     if (key := signing_key_path(options.key)) is not None:
         files.append(key)
     image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
-             "socket": engine.api_socket or ""}
+             "socket": engine.api_socket or "", "client": engine.client}
     ctx = stamp.context(store.root, key=options.key, receipt=options.receipt, record_host=options.record_host)
-    stamp.write(where, stamp.Stamp.of(ctx, files, image, built.to_json(), [e.to_json() for e in said]))
+    made = stamp.Stamp.of(ctx, files, links, image, built.to_json(), [e.to_json() for e in said],
+                          started_ns=started_ns)
+    if made is None:
+        stamp.forget(where)
+    else:
+        stamp.write(where, made)
 
 
 @dataclass(frozen=True)

@@ -298,11 +298,10 @@ class Engine:
         if gpus:
             kwargs["gpus"] = "all"
         try:
-            container = docker.run(image, list(command), **kwargs)
-        except DockerException as exc:
-            lease.release()
-            raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
-        try:
+            try:
+                container = docker.run(image, list(command), **kwargs)
+            except DockerException as exc:
+                raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
             reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
             reader.start()
             exit_code = int(docker.container.wait(container))
@@ -394,7 +393,11 @@ class _Lease:
         path = self.folder / "lease"
         path.touch(0o644)
         self.handle: Any = open(path, "rb")  # noqa: SIM115 (held open until release)
-        fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         if self.handle is not None:
@@ -413,11 +416,19 @@ def _start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[-1].split()[19]
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode): pids mean something only inside one."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
 def owner() -> str:
-    """This process, as the owner label writes it: host/pid/start time."""
+    """This process, as the owner label writes it: host/pid/start time/PID namespace."""
     import socket
 
-    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}/{_pid_namespace()}"
 
 
 def alive(label: str) -> bool:
@@ -425,10 +436,18 @@ def alive(label: str) -> bool:
     import socket
 
     host, _, rest = label.partition("/")
-    pid, _, started = rest.partition("/")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    return _start_time(int(pid)) == started
+    pid, _, rest = rest.partition("/")
+    started, _, namespace = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit() or namespace != _pid_namespace():
+        return True  # another machine, or another PID namespace: its processes are not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # there, but not ours to signal
+    found = _start_time(int(pid))
+    return found is None or found == started  # unreadable: assume alive (hidepid); another start: pid reused
 
 
 def _image_info(text: str, what: str) -> ImageInfo:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__, _git, _pypi, _tree
 from . import patches as patches_mod
+from ._files import MiB, read_input
 from .errors import LockError, ResolveError
 from .events import Event, Phase, Reporter, silent
 from .formats.canonical import loads, pretty, sha256_prefixed
@@ -168,7 +169,7 @@ def write(spec: Spec, model: LockFile) -> Lock:
 def load(spec: Spec, path: Path | None = None) -> Lock:
     path = path or lock_path(spec)
     try:
-        raw = path.read_bytes()
+        raw = read_input(path, 64 * MiB, hint="re-create it with `sparkimg lock`")
     except FileNotFoundError:
         raise LockError(f"{path}: no lock file; the build refuses unpinned inputs",
                         hint=f"run `sparkimg lock {_rel(spec.path)}`") from None

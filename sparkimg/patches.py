@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._files import MiB, read_input
 from .errors import UsageError
 from .store import write_atomic
 
@@ -43,7 +44,7 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Non-blank lines that are not ``#`` comments, with their 1-based numbers. A file that cannot
     be read, is not UTF-8 text, or is a link out of its folder is bad input naming it."""
     try:
-        text = regular_file(path, path.parent).read_bytes().decode("utf-8")
+        text = read_input(regular_file(path, path.parent), 4 * MiB).decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text", hint="write it as plain text, one entry per line") from None
     except (OSError, ValueError) as exc:  # ValueError: a name no file can have (a NUL, a lone surrogate)

@@ -27,7 +27,9 @@ from .. import _engine_api as engine_api
 
 VERSION = 1
 KEY_LABEL = "dev.sparkimg.key"  # plan.KEY_LABEL; a test keeps the two equal
-ENVIRONMENT = ("SPARKIMG_KEY", "SPARKIMG_DOCKER", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "HOME")
+ENVIRONMENT = ("SPARKIMG_KEY", "SPARKIMG_DOCKER", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "HOME", "PATH")
+SECRETS = ("SPARKIMG_KEY_PASSWORD",)  # recorded as a hash, never as the value
+RACY_NS = 1_000_000_000  # a file changed this close to the build's start may have changed while it read it
 
 
 def location(store_root: Path, spec: Path) -> Path:
@@ -37,10 +39,19 @@ def location(store_root: Path, spec: Path) -> Path:
 
 
 def context(store_root: Path, *, key: Path | None, receipt: Path | None, record_host: bool) -> dict[str, Any]:
-    """What besides the files changes a build's outcome: the options and the environment."""
+    """What besides the files changes a build's outcome: the options and the environment (the key
+    file as the build would find it: ``key``, else $SPARKIMG_KEY, from this folder)."""
+    chosen = key or (Path(os.environ["SPARKIMG_KEY"]) if os.environ.get("SPARKIMG_KEY") else None)
     return {"sparkimg": __version__, "stamp": VERSION, "store": str(store_root.resolve()),
-            "key": str(key.resolve()) if key else None, "receipt": str(receipt.resolve()) if receipt else None,
-            "record_host": record_host, "env": {name: os.environ.get(name) for name in ENVIRONMENT}}
+            "key": str(chosen.resolve()) if chosen else None, "receipt": str(receipt.resolve()) if receipt else None,
+            "record_host": record_host, "env": {name: os.environ.get(name) for name in ENVIRONMENT},
+            "secrets": {name: hashlib.sha256(os.environ[name].encode()).hexdigest() if name in os.environ else None
+                        for name in SECRETS}}
+
+
+def docker_config() -> Path:
+    """The docker client's configuration (its current context among others)."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
 
 
 def _stat(path: Path) -> list[int] | None:
@@ -70,19 +81,32 @@ def tree(root: Path) -> list[Path]:
 class Stamp:
     context: dict[str, Any]
     files: list[list[Any]]  # [path, stat or None]
+    links: list[list[str]]  # [path as written, where it led]: a link pointed elsewhere breaks the stamp
     image: dict[str, str]  # reference, id, key, socket
     output: dict[str, Any]  # what the no-op printed with --json
     events: list[dict[str, Any]]  # what it reported, as Event.to_json
 
     @classmethod
-    def of(cls, ctx: dict[str, Any], files: Iterable[Path], image: dict[str, str], output: dict[str, Any],
-           events: list[dict[str, Any]]) -> Stamp:
+    def of(cls, ctx: dict[str, Any], files: Iterable[Path], links: Iterable[Path], image: dict[str, str],
+           output: dict[str, Any], events: list[dict[str, Any]], *, started_ns: int) -> Stamp | None:
+        """The stamp, or None when a file changed so close to ``started_ns`` (the build's start) that
+        the build may have read it before the change: such a stamp could vouch for unread bytes."""
         paths = sorted({str(Path(p).absolute()) for p in files})
-        return cls(ctx, [[p, _stat(Path(p))] for p in paths], image, output, events)
+        stats = {p: _stat(Path(p)) for p in paths}
+        if any(st is not None and max(st[2], st[3]) >= started_ns - RACY_NS for st in stats.values()):
+            return None
+        written = sorted({str(Path(p).absolute()) for p in links})
+        return cls(ctx, [[p, st] for p, st in stats.items()], [[p, os.path.realpath(p)] for p in written], image,
+                   output, events)
 
     def holds(self, ctx: dict[str, Any]) -> bool:
-        """The same options and environment, every file the same file, the image still there."""
+        """The same options and environment, every file the same file, every link where it led,
+        the same engine socket, and the image still there."""
         if ctx != self.context or any(_stat(Path(path)) != stat for path, stat in self.files):
+            return False
+        if any(os.path.realpath(path) != real for path, real in self.links):
+            return False
+        if engine_api.api_socket(self.image.get("client", "")) != (self.image.get("socket") or None):
             return False
         socket_path = self.image.get("socket")
         if not socket_path:
@@ -101,16 +125,16 @@ class Stamp:
         return data.get("Id") == self.image["id"] and labels.get(KEY_LABEL) == self.image["key"]
 
     def to_json(self) -> dict[str, Any]:
-        return {"context": self.context, "files": self.files, "image": self.image, "output": self.output,
-                "events": self.events}
+        return {"context": self.context, "files": self.files, "links": self.links, "image": self.image,
+                "output": self.output, "events": self.events}
 
 
 def read(path: Path) -> Stamp | None:
     """The stamp at ``path``; None when there is none or it is damaged (then the build goes the whole way)."""
     try:
         data = json.loads(path.read_bytes())
-        return Stamp(dict(data["context"]), list(data["files"]), dict(data["image"]), dict(data["output"]),
-                     list(data["events"]))
+        return Stamp(dict(data["context"]), list(data["files"]), list(data["links"]), dict(data["image"]),
+                     dict(data["output"]), list(data["events"]))
     except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None
 

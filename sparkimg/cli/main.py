@@ -18,7 +18,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "build":
         from .quick import noop_build
 
-        answered = noop_build(args)
+        try:
+            answered = noop_build(args)
+        except Exception:
+            answered = None
         if answered is not None:
             return answered
     from . import commands, render

@@ -21,6 +21,7 @@ import yaml
 from .. import _yamlpos
 from .. import lock as lock_mod
 from .. import patches as patches_mod
+from .._files import read_input
 from ..errors import UsageError
 from ..formats.statement import dependency_facts, facts
 from ..formats.statement import load as load_statement
@@ -68,7 +69,7 @@ class Recipe:
 def load(path: Path, trusted: PublicKey) -> Recipe:
     """Read a recipe of either format; ``trusted`` checks a receipt the recipe names."""
     try:
-        data = _yamlpos.load(path.read_text()).data
+        data = _yamlpos.load(read_input(path, _yamlpos.MAX_BYTES).decode("utf-8")).data
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})") from None
     except UnicodeDecodeError:
@@ -162,7 +163,7 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
     if isinstance(image_lock, str):
         lock_file = path.parent / image_lock
         try:
-            image_lock = _yamlpos.load(lock_file.read_text()).data
+            image_lock = _yamlpos.load(read_input(lock_file, _yamlpos.MAX_BYTES).decode("utf-8")).data
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RecipeError(f"{path}: runtime.image_lock: cannot read {lock_file} ({exc})") from None
     lock_data = _mapping(path, image_lock, "runtime.image_lock")

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvelopeError
+from .._files import MiB, read_input
+from ..errors import EnvelopeError, UsageError
 from ..formats.canonical import loads
 from .keys import PrivateKey, PublicKey
 
@@ -104,9 +105,11 @@ def parse(raw: bytes, where: str, hint: str = RECEIPT_HINT) -> Envelope:
 
 def read(path: Path, hint: str = RECEIPT_HINT) -> Envelope:
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise EnvelopeError(f"{path}: cannot read ({exc.strerror})", hint=hint) from None
+        raw = read_input(path, 64 * MiB, hint=hint)
+    except FileNotFoundError:
+        raise EnvelopeError(f"{path}: cannot read (No such file or directory)", hint=hint) from None
+    except UsageError as exc:
+        raise EnvelopeError(exc.message, hint=hint) from None
     return parse(raw, str(path), hint)
 
 

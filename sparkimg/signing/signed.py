@@ -65,12 +65,19 @@ def write_signed(path: Path, payload: bytes, key: PrivateKey | None, *,
 
 
 def _existing(path: Path) -> dsse.Envelope | None:
+    """The envelope already at ``path``; None when there is none or it is damaged (then nothing in it
+    can be trusted or kept). A file that is there but cannot be read is never replaced blind."""
     if not path.exists():
         return None
     try:
-        return dsse.read(path)
-    except (UsageError, OSError):
-        return None  # damaged: replaced, as nothing in it can be trusted or kept
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DowngradeError(f"{path}: cannot read it ({exc.strerror}), so its signatures cannot be kept",
+                             hint="fix its permissions, or write elsewhere (build --receipt PATH)") from None
+    try:
+        return dsse.parse(raw, str(path))
+    except UsageError:
+        return None
 
 
 def _says_same(same: Callable[[bytes], bool], payload: bytes) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from .. import _yamlpos
+from .._files import read_input
 from ..errors import SpecError, UsageError
 from .checker import Checker, type_name
 from .disk import BuildTree
@@ -29,7 +30,7 @@ def load_spec(path: str | Path, *, allow_placeholders: bool = False) -> Spec:
     spec_path = Path(path)
     display = str(path)
     try:
-        raw = spec_path.read_bytes()
+        raw = read_input(spec_path, _yamlpos.MAX_BYTES, hint="pass the path of a YAML layer spec")
     except FileNotFoundError:
         raise UsageError(f"{display}: no such spec file", hint="pass the path of a YAML layer spec") from None
     except OSError as exc:

@@ -203,5 +203,9 @@ def test_a_path_source_that_links_out_of_its_folder_is_refused(
     code, _, err = cli(capsys, tmp_path / "store", "lock", str(spec))
     assert code == 2 and f"{kernel / 'host-secret'}: a link to /etc/hostname, outside the source folder" in err
     (kernel / "host-secret").unlink()
+    (kernel / "loop").symlink_to("loop")  # a link to itself: refused, not a RuntimeError
+    code, _, err = cli(capsys, tmp_path / "store", "lock", str(spec))
+    assert code == 2 and "loop" in err and "Traceback" not in err
+    (kernel / "loop").unlink()
     (kernel / "inside").symlink_to("build_wheel.py")  # a link that stays in the folder is read as its target
     assert cli(capsys, tmp_path / "store", "lock", str(spec))[0] == 0

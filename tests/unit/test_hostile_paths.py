@@ -104,3 +104,20 @@ def test_a_credential_in_env_is_warned_about_where_it_shows(project: Project,
     assert "env.HF_TOKEN: looks like a credential" in err and "docker inspect" in err
     assert "layers[0].env.GIT_PASSWORD: looks like a credential" in err and "build container" in err
     assert "env.A:" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "loop", "date", "huge-int"])
+def test_a_spec_file_that_is_no_spec_is_exit_2_at_once(tmp_path: Path, kind: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    if kind == "fifo":
+        os.mkfifo(spec)
+    elif kind == "loop":
+        spec.symlink_to(spec)
+    elif kind == "date":
+        spec.write_text("schema: sparkimg/v1\nname: 2024-02-30\n")
+    else:
+        spec.write_text("schema: sparkimg/v1\nname: " + "9" * 5000 + "\n")
+    for command in ("check", "build"):
+        assert main([command, str(spec)]) == 2
+        assert "Traceback" not in capsys.readouterr().err

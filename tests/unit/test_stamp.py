@@ -1,9 +1,12 @@
-"""The no-op stamp holds only while every file it lists is the same file, the options and the
-environment are the same, and the engine still has the image by the same ID and key."""
+"""The no-op stamp holds only while every file it lists is the same file, every link leads where
+it led, the options, the environment and the engine socket are the same, and the engine still has
+the image by the same ID and key; a file changed as the build started is never stamped."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,73 +18,92 @@ from tests.support import FakeEngineApi
 
 IMAGE: dict[str, Any] = {"Id": "sha256:" + "a" * 64, "Config": {"Labels": {KEY_LABEL: "k" * 64}}}
 REF = "sparkimg/x:kkkk"
-Stamped = tuple[stamp.Stamp, Path, FakeEngineApi]
+LATER = time.time_ns() + 10 * stamp.RACY_NS  # a build that started well after the files were written
 
 
 @pytest.fixture
-def stamped(tmp_path: Path) -> Stamped:
-    (tmp_path / "tree").mkdir()
-    (tmp_path / "tree" / "a.patch").write_text("x")
-    (tmp_path / "spec.yaml").write_text("name: x\n")
-    api = FakeEngineApi(tmp_path / "engine.sock", IMAGE, name="sparkimg/x:kkkk")
-    files = [tmp_path / "spec.yaml", *stamp.tree(tmp_path / "tree"), tmp_path / "gone"]
-    image = {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(tmp_path / "engine.sock")}
-    made = stamp.Stamp.of(stamp.context(tmp_path, key=None, receipt=None, record_host=False), files, image,
-                          {"image": {"id": IMAGE["Id"]}}, [])
-    return made, tmp_path, api
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A fake engine on a socket the docker client would use (DOCKER_HOST), and the image entry."""
+    sock = tmp_path / "engine.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{sock}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.delenv("SPARKIMG_KEY", raising=False)
+    api = FakeEngineApi(sock, IMAGE, name=REF)
+    yield {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(sock), "client": "/usr/bin/docker"}
+    api.close()
 
 
-def _context(root: Path) -> dict[str, object]:
+def _context(root: Path) -> dict[str, Any]:
     return stamp.context(root, key=None, receipt=None, record_host=False)
 
 
-def test_a_stamp_holds_while_nothing_changed_and_survives_its_file(stamped: Stamped) -> None:
-    made, root, api = stamped
-    try:
-        assert made.holds(_context(root))
-        where = stamp.location(root / "store", root / "spec.yaml")
-        stamp.write(where, made)
-        again = stamp.read(where)
-        assert again == made and again.holds(_context(root))
-        where.write_text("{not json")
-        assert stamp.read(where) is None
-    finally:
-        api.close()
+def _made(root: Path, image: dict[str, str]) -> stamp.Stamp:
+    (root / "real").mkdir(exist_ok=True)
+    (root / "real" / "a.patch").write_text("x")
+    if not (root / "tree").exists():
+        (root / "tree").symlink_to("real")
+    (root / "spec.yaml").write_text("name: x\n")
+    files = [root / "spec.yaml", *stamp.tree(root / "tree"), root / "gone"]
+    made = stamp.Stamp.of(_context(root), files, [root / "tree"], image, {"image": {"id": image["id"]}}, [],
+                          started_ns=LATER)
+    assert made is not None
+    return made
 
 
-@pytest.mark.parametrize("change", ["touch", "add", "appear", "option", "environment"])
-def test_any_change_breaks_the_stamp(stamped: Stamped, change: str,
+def test_a_stamp_holds_while_nothing_changed_and_survives_its_file(tmp_path: Path, engine: dict[str, str]) -> None:
+    made = _made(tmp_path, engine)
+    assert made.holds(_context(tmp_path))
+    where = stamp.location(tmp_path / "store", tmp_path / "spec.yaml")
+    stamp.write(where, made)
+    again = stamp.read(where)
+    assert again == made and again.holds(_context(tmp_path))
+    where.write_text("{not json")
+    assert stamp.read(where) is None
+
+
+@pytest.mark.parametrize("change", ["touch", "add", "appear", "relink", "option", "environment", "password",
+                                    "context"])
+def test_any_change_breaks_the_stamp(tmp_path: Path, engine: dict[str, str], change: str,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    made, root, api = stamped
-    try:
-        ctx = _context(root)
-        if change == "touch":  # the same bytes written again: the ctime moves
-            (root / "tree" / "a.patch").write_text("x")
-        elif change == "add":
-            (root / "tree" / "b.patch").write_text("y")
-        elif change == "appear":
-            (root / "gone").write_text("")
-        elif change == "option":
-            ctx = stamp.context(root, key=None, receipt=root / "r.json", record_host=False)
-        else:
-            monkeypatch.setenv("SPARKIMG_KEY", str(root / "other.key"))
-            ctx = _context(root)
-        assert not made.holds(ctx)
-    finally:
-        api.close()
+    made = _made(tmp_path, engine)
+    ctx = _context(tmp_path)
+    if change == "touch":  # the same bytes written again: the ctime moves
+        (tmp_path / "real" / "a.patch").write_text("x")
+    elif change == "add":
+        (tmp_path / "real" / "b.patch").write_text("y")
+    elif change == "appear":
+        (tmp_path / "gone").write_text("")
+    elif change == "relink":  # the folder the spec names now leads elsewhere
+        (tmp_path / "other").mkdir()
+        (tmp_path / "tree").unlink()
+        (tmp_path / "tree").symlink_to("other")
+    elif change == "option":
+        ctx = stamp.context(tmp_path, key=None, receipt=tmp_path / "r.json", record_host=False)
+    elif change == "environment":
+        monkeypatch.setenv("SPARKIMG_KEY", str(tmp_path / "other.key"))
+        ctx = _context(tmp_path)
+    elif change == "password":
+        monkeypatch.setenv("SPARKIMG_KEY_PASSWORD", "s3cret")
+        ctx = _context(tmp_path)
+        assert "s3cret" not in str(ctx)
+    else:  # another docker context: the client would talk to another engine
+        (tmp_path / "docker-config").mkdir()
+        (tmp_path / "docker-config" / "config.json").write_text('{"currentContext": "node2"}')
+    assert not made.holds(ctx)
 
 
-def test_an_image_gone_or_retagged_breaks_the_stamp(tmp_path: Path) -> None:
-    image = {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(tmp_path / "e.sock")}
-    made = stamp.Stamp.of(_context(tmp_path), [], image, {}, [])
-    assert not made.holds(_context(tmp_path))  # no engine answering
-    other = {**IMAGE, "Id": "sha256:" + "b" * 64}
-    api = FakeEngineApi(tmp_path / "e.sock", other, name="sparkimg/x:kkkk")
-    try:
-        assert not made.holds(_context(tmp_path))  # the tag now names another image
-    finally:
-        api.close()
-    assert not stamp.Stamp.of(_context(tmp_path), [], {**image, "socket": ""}, {}, []).holds(_context(tmp_path))
+def test_a_file_changed_as_the_build_started_is_never_stamped(tmp_path: Path, engine: dict[str, str]) -> None:
+    (tmp_path / "spec.yaml").write_text("name: x\n")
+    assert stamp.Stamp.of(_context(tmp_path), [tmp_path / "spec.yaml"], [], engine, {}, [],
+                          started_ns=time.time_ns()) is None
+
+
+def test_an_image_gone_or_retagged_breaks_the_stamp(tmp_path: Path, engine: dict[str, str]) -> None:
+    made = _made(tmp_path, {**engine, "reference": "sparkimg/x:other"})
+    assert not made.holds(_context(tmp_path))  # the engine has no such tag
+    other = _made(tmp_path, {**engine, "id": "sha256:" + "b" * 64})
+    assert not other.holds(_context(tmp_path))  # the tag now names another image
 
 
 def test_the_stamp_reads_the_key_label_the_build_writes_and_the_key_variable() -> None:
