@@ -18,7 +18,6 @@ from tests.support import FakeEngineApi
 
 IMAGE: dict[str, Any] = {"Id": "sha256:" + "a" * 64, "Config": {"Labels": {KEY_LABEL: "k" * 64}}}
 REF = "sparkimg/x:kkkk"
-LATER = time.time_ns() + 10 * stamp.RACY_NS  # a build that started well after the files were written
 
 
 @pytest.fixture
@@ -45,8 +44,9 @@ def _made(root: Path, image: dict[str, str]) -> stamp.Stamp:
         (root / "tree").symlink_to("real")
     (root / "spec.yaml").write_text("name: x\n")
     files = [root / "spec.yaml", *stamp.tree(root / "tree"), root / "gone"]
+    later = time.time_ns() + 10 * stamp.RACY_NS  # a build that started well after the files were written
     made = stamp.Stamp.of(_context(root), files, [root / "tree"], image, {"image": {"id": image["id"]}}, [],
-                          started_ns=LATER)
+                          started_ns=later)
     assert made is not None
     return made
 
