@@ -10,7 +10,6 @@ docs/receipt.md ("Recipes") lists every key.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..formats.statement import load as load_statement
 from ..signing import dsse
 from ..signing.keys import PublicKey
 from ..spec import dotted_arch, load_spec
+from ..spec.checker import closest
 from .statement import dependencies
 
 SCHEMA = "sparkimg-recipe/v1"
@@ -234,6 +234,6 @@ def _mapping(path: Path, value: Any, where: str) -> dict[str, Any]:
 def _keys(path: Path, data: dict[str, Any], allowed: set[str], prefix: str) -> None:
     for key in data:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(sorted(allowed))}"
+            close = closest(str(key), sorted(allowed))
+            hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(sorted(allowed))}"
             raise RecipeError(f"{path}: {prefix}{key}: unknown key", hint=hint)
