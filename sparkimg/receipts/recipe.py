@@ -5,13 +5,13 @@ adds explicit expectations; when it names a spec, the expectations are generated
 that spec and its lock, never copied. ``sparkring-recipe/v1`` (the serving repository's
 format, field.md) contributes its ``runtime`` block and ``hardware.cuda_arch``: the image
 lock's base and serving digests, a validated local image ID, source pins, patch md5s.
-docs/receipt.md ("Recipes") lists every key.
+docs/receipt.md ("Recipes") lists every key. The models and the checks on a recipe's own
+values are in ``formats.recipe``; this module reads the files a recipe names.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,49 +21,27 @@ from .. import _yamlpos
 from .. import lock as lock_mod
 from .. import patches as patches_mod
 from .._files import read_input
-from ..errors import UsageError
+from ..formats.recipe import (
+    EXPECT_KEYS,
+    RECIPE_KEYS,
+    SCHEMA,
+    SHORT_OR_FULL_COMMIT,
+    SOURCE_FIELDS,
+    SPARKRING,
+    Expectation,
+    Recipe,
+    RecipeError,
+    archs,
+    keys,
+    mapping,
+    source_pins,
+)
 from ..formats.statement import dependency_facts, facts
 from ..formats.statement import load as load_statement
 from ..signing import dsse
 from ..signing.keys import PublicKey
-from ..spec import dotted_arch, load_spec
-from ..spec.checker import closest
+from ..spec import load_spec
 from .statement import dependencies
-
-SCHEMA = "sparkimg-recipe/v1"
-SPARKRING = "sparkring-recipe/v1"
-RECIPE_KEYS = {"schema", "name", "description", "spec", "receipt", "expect"}
-EXPECT_KEYS = {"base", "image", "platform", "cuda_architectures", "sources", "patches", "spec", "lock"}
-SOURCE_FIELDS = {"commit", "tree", "sha256", "version", "ref", "filename"}
-_HEX = re.compile(r"^[0-9a-f]{7,40}$")
-
-
-class RecipeError(UsageError):
-    """The recipe file is unreadable or malformed (exit 2)."""
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """One field a receipt must carry. ``prefix`` accepts a short commit for a full one;
-    a ``*`` in ``field`` matches any one patch set (recipes key patches by file name)."""
-
-    field: str
-    expected: Any
-    origin: str
-    prefix: bool = False
-
-    def matches(self, found: Any) -> bool:
-        if self.prefix and isinstance(found, str) and isinstance(self.expected, str):
-            return found.startswith(self.expected)
-        return bool(found == self.expected)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    path: Path
-    schema: str
-    name: str
-    expectations: tuple[Expectation, ...]
 
 
 def load(path: Path, trusted: PublicKey) -> Recipe:
@@ -88,7 +66,7 @@ def load(path: Path, trusted: PublicKey) -> Recipe:
 
 
 def _sparkimg(path: Path, data: dict[str, Any], trusted: PublicKey) -> Recipe:
-    _keys(path, data, RECIPE_KEYS, "")
+    keys(path, data, RECIPE_KEYS, "")
     name = str(data.get("name") or path.stem)
     found: list[Expectation] = []
     if data.get("spec") is not None:
@@ -98,22 +76,22 @@ def _sparkimg(path: Path, data: dict[str, Any], trusted: PublicKey) -> Recipe:
     expect = data.get("expect") or {}
     if not isinstance(expect, dict):
         raise RecipeError(f"{path}: expect: must be a mapping of expected receipt fields")
-    _keys(path, expect, EXPECT_KEYS, "expect.")
+    keys(path, expect, EXPECT_KEYS, "expect.")
     origin = f"{path.name} expect"
     for group in ("base", "image", "spec", "lock"):
-        for field, value in _mapping(path, expect.get(group), f"expect.{group}").items():
+        for field, value in mapping(path, expect.get(group), f"expect.{group}").items():
             found.append(Expectation(f"{group}.{field}", value, origin))
     if "platform" in expect:
         found.append(Expectation("platform", expect["platform"], origin))
     if "cuda_architectures" in expect:
-        found.append(Expectation("cuda_architectures", _archs(path, expect["cuda_architectures"]), origin))
-    for source, pins in _mapping(path, expect.get("sources"), "expect.sources").items():
-        fields = _mapping(path, pins, f"expect.sources.{source}")
+        found.append(Expectation("cuda_architectures", archs(path, expect["cuda_architectures"]), origin))
+    for source, pins in mapping(path, expect.get("sources"), "expect.sources").items():
+        fields = mapping(path, pins, f"expect.sources.{source}")
         unknown = sorted(set(fields) - SOURCE_FIELDS)
         if unknown:
             raise RecipeError(f"{path}: expect.sources.{source}.{unknown[0]}: unknown field",
                               hint=f"use one of {', '.join(sorted(SOURCE_FIELDS))}")
-        found += _source_pins(source, fields, origin)
+        found += source_pins(source, fields, origin)
     found += _patch_md5s(path, expect.get("patches"), "expect.patches", origin)
     if not found:
         raise RecipeError(f"{path}: the recipe expects nothing",
@@ -151,12 +129,12 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
     name = str(data.get("recipe_id") or path.stem)
     origin = f"{path.name} ({SPARKRING})"
     found: list[Expectation] = []
-    hardware = _mapping(path, data.get("hardware"), "hardware")
+    hardware = mapping(path, data.get("hardware"), "hardware")
     if "cuda_arch" in hardware:
-        found.append(Expectation("cuda_architectures", _archs(path, hardware["cuda_arch"]), origin))
+        found.append(Expectation("cuda_architectures", archs(path, hardware["cuda_arch"]), origin))
     if "platform" in hardware:
         found.append(Expectation("platform", hardware["platform"], origin))
-    runtime = _mapping(path, data.get("runtime"), "runtime")
+    runtime = mapping(path, data.get("runtime"), "runtime")
     if not runtime:
         raise RecipeError(f"{path}: runtime: missing; sparkimg checks a {SPARKRING} recipe's runtime block")
     image_lock = runtime.get("image_lock")
@@ -166,30 +144,24 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
             image_lock = _yamlpos.load(read_input(lock_file, _yamlpos.MAX_BYTES).decode("utf-8")).data
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RecipeError(f"{path}: runtime.image_lock: cannot read {lock_file} ({exc})") from None
-    lock_data = _mapping(path, image_lock, "runtime.image_lock")
-    base = _mapping(path, lock_data.get("base_image"), "runtime.image_lock.base_image")
+    lock_data = mapping(path, image_lock, "runtime.image_lock")
+    base = mapping(path, lock_data.get("base_image"), "runtime.image_lock.base_image")
     for field in ("manifest_digest", "config_digest"):
         if base.get(field):
             found.append(Expectation(f"base.{field}", base[field], origin))
-    serving = _mapping(path, lock_data.get("serving_image"), "runtime.image_lock.serving_image")
+    serving = mapping(path, lock_data.get("serving_image"), "runtime.image_lock.serving_image")
     if serving.get("manifest_digest"):
         found.append(Expectation("image.manifest_digest", serving["manifest_digest"], origin))
     if runtime.get("validated_local_image_id"):
         found.append(Expectation("image.id", runtime["validated_local_image_id"], origin))
-    for source, pin in _mapping(path, runtime.get("pins"), "runtime.pins").items():
-        fields = pin if isinstance(pin, dict) else {"commit" if _HEX.match(str(pin)) else "version": pin}
-        found += _source_pins(source, {k: v for k, v in fields.items() if k in SOURCE_FIELDS}, origin)
+    for source, pin in mapping(path, runtime.get("pins"), "runtime.pins").items():
+        fields = pin if isinstance(pin, dict) else {"commit" if SHORT_OR_FULL_COMMIT.match(str(pin)) else "version": pin}
+        found += source_pins(source, {k: v for k, v in fields.items() if k in SOURCE_FIELDS}, origin)
     found += _patch_md5s(path, runtime.get("patches"), "runtime.patches", origin)
     if not found:
         raise RecipeError(f"{path}: the runtime block names nothing sparkimg can check",
                           hint="see docs/receipt.md for the keys read from a sparkring recipe")
     return Recipe(path, SPARKRING, name, tuple(found))
-
-
-def _source_pins(source: str, fields: dict[str, Any], origin: str) -> list[Expectation]:
-    """Expectations on one source; a commit shorter than 40 hex digits matches by prefix."""
-    return [Expectation(f"sources.{source}.{field}", str(value), origin,
-                        prefix=field == "commit" and len(str(value)) < 40) for field, value in fields.items()]
 
 
 def _patch_md5s(path: Path, value: Any, where: str, origin: str) -> list[Expectation]:
@@ -203,37 +175,9 @@ def _patch_md5s(path: Path, value: Any, where: str, origin: str) -> list[Expecta
         origin = value
     else:
         sums = {}
-        for file, digest in _mapping(path, value, where).items():
+        for file, digest in mapping(path, value, where).items():
             md5 = digest.get("md5") if isinstance(digest, dict) else digest
             if not isinstance(md5, str) or not re.fullmatch(r"[0-9a-f]{32}", md5):
                 raise RecipeError(f"{path}: {where}.{file}: {md5!r} is not an md5 (32 hex digits)")
             sums[file] = md5
     return [Expectation(f"patches.*/{file}.md5", md5, origin) for file, md5 in sorted(sums.items())]
-
-
-def _archs(path: Path, value: Any) -> list[str]:
-    """CUDA architectures as sparkimg writes them (12.1a), from 12.1a, sm_121a or 121a."""
-    items = value if isinstance(value, list) else str(value).replace(",", " ").replace(";", " ").split()
-    out = []
-    for item in items:
-        text = dotted_arch(str(item))
-        if text is None:
-            raise RecipeError(f"{path}: {str(item)!r} is not a CUDA architecture like 12.1a or sm_121a")
-        out.append(text)
-    return out
-
-
-def _mapping(path: Path, value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise RecipeError(f"{path}: {where}: must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _keys(path: Path, data: dict[str, Any], allowed: set[str], prefix: str) -> None:
-    for key in data:
-        if key not in allowed:
-            close = closest(str(key), sorted(allowed))
-            hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(sorted(allowed))}"
-            raise RecipeError(f"{path}: {prefix}{key}: unknown key", hint=hint)

@@ -21,6 +21,7 @@ from .._hashing import hash_many
 from .._registry import RegistryClient
 from ..errors import EngineError, ResolveError, UsageError
 from ..formats.canonical import loads
+from ..formats.recipe import Recipe
 from ..formats.statement import Statement, facts, schema_problems
 from ..plan import KEY_LABEL
 from ..signing import dsse
@@ -143,7 +144,7 @@ def _lookup(found: dict[str, Any], name: str) -> Any:
     return values[0] if len(values) == 1 else (values or None)
 
 
-def recipe_checks(recipe: recipe_mod.Recipe, found: dict[str, Any]) -> list[Check]:
+def recipe_checks(recipe: Recipe, found: dict[str, Any]) -> list[Check]:
     checks = []
     for expectation in recipe.expectations:
         value = _lookup(found, expectation.field)

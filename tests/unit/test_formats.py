@@ -118,3 +118,17 @@ def test_a_lock_never_names_a_patch_path_outside_its_place(field: str, value: st
     data["patches"]["demo"]["files"][0][field] = value
     with pytest.raises(LockError, match=rf"patches\.demo\.files\[0\]\.{field} must be"):
         LockFile.from_json(data, "x")
+
+
+def test_recipe_round_trips() -> None:
+    from pathlib import Path
+
+    from sparkimg.formats.recipe import Expectation, Recipe, RecipeError
+
+    made = Recipe(Path("layers/demo.recipe.yaml"), "sparkimg-recipe/v1", "demo", (
+        Expectation("platform", "linux/arm64", "demo.recipe.yaml expect"),
+        Expectation("sources.vllm.commit", "e47aa780", "sparkring", prefix=True)))
+    assert Recipe.from_json(made.to_json(), "x") == made
+    assert made.expectations[1].matches("e47aa780" + "0" * 32) and not made.expectations[0].matches("linux/amd64")
+    with pytest.raises(RecipeError, match="x: not a resolved recipe"):
+        Recipe.from_json({"path": "p"}, "x")

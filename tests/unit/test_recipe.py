@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkimg.formats.recipe import Recipe, RecipeError
 from sparkimg.receipts import recipe
 from sparkimg.receipts.verify import recipe_checks
 from sparkimg.signing.keys import PrivateKey, generate
@@ -19,7 +20,7 @@ def key(tmp_path: Path) -> PrivateKey:
     return generate(tmp_path / "k")
 
 
-def _expected(found: recipe.Recipe) -> dict[str, object]:
+def _expected(found: Recipe) -> dict[str, object]:
     return {e.field: e.expected for e in found.expectations}
 
 
@@ -74,7 +75,7 @@ def test_sparkimg_recipe_explicit_expectations(tmp_path: Path, key: PrivateKey) 
 def test_bad_recipes_are_bad_input(tmp_path: Path, key: PrivateKey, text: str, message: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    with pytest.raises(recipe.RecipeError, match=message) as caught:
+    with pytest.raises(RecipeError, match=message) as caught:
         recipe.load(path, key.public)
     assert caught.value.exit_code == 2 and str(path) in caught.value.message
 
@@ -82,6 +83,6 @@ def test_bad_recipes_are_bad_input(tmp_path: Path, key: PrivateKey, text: str, m
 def test_unknown_key_gets_a_did_you_mean(tmp_path: Path, key: PrivateKey) -> None:
     path = tmp_path / "r.yaml"
     path.write_text("schema: sparkimg-recipe/v1\nexpect: {cuda_architecture: [12.1a]}\n")
-    with pytest.raises(recipe.RecipeError) as caught:
+    with pytest.raises(RecipeError) as caught:
         recipe.load(path, key.public)
     assert caught.value.hint == "did you mean 'cuda_architectures'?"
