@@ -21,7 +21,7 @@ SPARKRING = "sparkring-recipe/v1"
 RECIPE_KEYS = {"schema", "name", "description", "spec", "receipt", "expect"}
 EXPECT_KEYS = {"base", "image", "platform", "cuda_architectures", "sources", "patches", "spec", "lock"}
 SOURCE_FIELDS = {"commit", "tree", "sha256", "version", "ref", "filename"}
-SHORT_OR_FULL_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+COMMIT_PIN = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 class RecipeError(UsageError):

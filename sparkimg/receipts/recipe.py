@@ -22,10 +22,10 @@ from .. import lock as lock_mod
 from .. import patches as patches_mod
 from .._files import read_input
 from ..formats.recipe import (
+    COMMIT_PIN,
     EXPECT_KEYS,
     RECIPE_KEYS,
     SCHEMA,
-    SHORT_OR_FULL_COMMIT,
     SOURCE_FIELDS,
     SPARKRING,
     Expectation,
@@ -155,7 +155,7 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
     if runtime.get("validated_local_image_id"):
         found.append(Expectation("image.id", runtime["validated_local_image_id"], origin))
     for source, pin in mapping(path, runtime.get("pins"), "runtime.pins").items():
-        fields = pin if isinstance(pin, dict) else {"commit" if SHORT_OR_FULL_COMMIT.match(str(pin)) else "version": pin}
+        fields = pin if isinstance(pin, dict) else {"commit" if COMMIT_PIN.match(str(pin)) else "version": pin}
         found += source_pins(source, {k: v for k, v in fields.items() if k in SOURCE_FIELDS}, origin)
     found += _patch_md5s(path, runtime.get("patches"), "runtime.patches", origin)
     if not found:
