@@ -29,24 +29,23 @@ from .bounds import Budget
 
 # Peak memory and CPU time from cgroup v1 or v2, as seen from inside the container.
 WRAPPER = r"""#!/bin/sh
-# Written by sparkimg: runs the layer's command, then records cgroup metrics. A watchdog stops
-# the command when the sparkimg that started this container is gone (its lease comes free).
-lease_free() {
+# Written by sparkimg: runs the layer's command, then records cgroup metrics. A watchdog, started
+# first so the command's own processes always get the same pids, waits blocked (no polling, no
+# process started meanwhile) for the lease its sparkimg holds: it comes free only when that
+# sparkimg is gone, and then every process here but this init is killed.
+lease_wait() {
   [ -n "$SPARKIMG_LEASE" ] && [ -f "$SPARKIMG_LEASE" ] || return 1
-  if command -v flock >/dev/null 2>&1; then flock -n "$SPARKIMG_LEASE" true 2>/dev/null
+  if command -v flock >/dev/null 2>&1; then flock "$SPARKIMG_LEASE" true 2>/dev/null
   elif command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)' \
-      "$SPARKIMG_LEASE" 2>/dev/null
+    python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX)' "$SPARKIMG_LEASE" 2>/dev/null
   else return 1; fi
 }
+( if lease_wait; then
+    echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 -1
+  fi ) &
+watchdog=$!
 /bin/sh -c "$SPARKIMG_COMMAND" &
 child=$!
-( while sleep 1; do
-    if lease_free; then
-      echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 "$child"; exit
-    fi
-  done ) &
-watchdog=$!
 wait "$child"
 rc=$?
 kill "$watchdog" 2>/dev/null

@@ -212,15 +212,13 @@ def watch_lease() -> None:
         return
 
     def watch() -> None:
-        while True:
-            time.sleep(1)
-            try:
-                with open(lease, "rb") as handle:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # held: sparkimg is still there
-            emit("error", message="the sparkimg that started this container is gone; stopping")
-            os._exit(137)
+        try:
+            with open(lease, "rb") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # blocks while sparkimg holds it
+        except OSError:
+            return
+        emit("error", message="the sparkimg that started this container is gone; stopping")
+        os._exit(137)
     threading.Thread(target=watch, daemon=True).start()
 
 
