@@ -57,15 +57,6 @@ def load(spec_path: Path, report: Reporter = silent) -> Spec:
     return spec
 
 
-def locked(spec: Spec, store: Store | None = None) -> Lock:
-    """The spec's lock, loaded and checked against the spec and the disk."""
-    from . import lock as lock_mod
-
-    lock = lock_mod.load(spec)
-    lock_mod.check(spec, lock, store)
-    return lock
-
-
 def engine(store: Store) -> Engine:
     """The engine, with the client chosen before remembered in the store (no probe while the
     client binaries are unchanged; the daemon is asked by the first operation)."""
@@ -90,7 +81,7 @@ def check(spec_path: Path, *, report: Reporter = silent) -> Checked:
     spec = load(spec_path, report)
     if not lock_mod.lock_path(spec).exists():
         return Checked(spec, "absent")
-    locked(spec)
+    lock_mod.load_checked(spec)
     return Checked(spec, "current")
 
 
@@ -107,11 +98,12 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
 
 def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
     """Fetch every locked input into the store and pull the base by digest."""
+    from . import lock as lock_mod
     from .fetch import fetch as fetch_inputs
 
-    spec = load(spec_path)
+    spec = load(spec_path, report)
     the_store = _store(store)
-    return fetch_inputs(spec, locked(spec, the_store), the_store, engine(the_store), report=report)
+    return fetch_inputs(spec, lock_mod.load_checked(spec, the_store), the_store, engine(the_store), report=report)
 
 
 @dataclass(frozen=True)
@@ -123,12 +115,13 @@ class Planned:
 def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Planned:
     """Each layer's key, whether it is built, and what changed since the last build. Without an
     engine the image shows as to build."""
+    from . import lock as lock_mod
     from .build.image import built_image
     from .plan import compute, image_key
 
-    spec = load(spec_path)
+    spec = load(spec_path, report)
     the_store = _store(store)
-    lock = locked(spec, the_store)
+    lock = lock_mod.load_checked(spec, the_store)
     try:
         image_id = built_image(engine(the_store), spec, image_key(spec, lock))
     except EngineError as exc:

@@ -180,6 +180,13 @@ def load(spec: Spec, path: Path | None = None) -> Lock:
     return Lock(LockFile.from_json(data, str(path)), sha256_prefixed(raw), path)
 
 
+def load_checked(spec: Spec, store: Store | None = None) -> Lock:
+    """The spec's lock, loaded and checked against the spec and the disk (``check``)."""
+    lock = load(spec)
+    check(spec, lock, store)
+    return lock
+
+
 def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
     """Fail closed unless the lock matches the spec and the local files on disk (``store``, when
     given, remembers the toolkit's identity while nvcc is the same file)."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import lock as lock_mod
 from .. import plan
+from ..build.image import built_image
 from ..errors import UsageError
 from ..formats.kernels import LABEL, KernelLabel
 from ..formats.statement import load
@@ -59,10 +60,9 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
 
 def for_built_spec(spec: Spec, engine: Engine) -> Target:
     """The spec's kernel set, for the image the spec's lock builds (it must be in the engine)."""
-    lock = lock_mod.load(spec)
-    lock_mod.check(spec, lock)
-    reference = plan.image_ref(spec, plan.image_key(spec, lock))
-    image_id = engine.image_id(reference)
+    key = plan.image_key(spec, lock_mod.load_checked(spec))
+    reference = plan.image_ref(spec, key)
+    image_id = built_image(engine, spec, key)
     if image_id is None:
         raise UsageError(f"{reference}: the spec's image is not in the engine",
                          hint=f"build it first: sparkimg build {spec.path}")

@@ -102,8 +102,7 @@ def _sparkimg(path: Path, data: dict[str, Any], trusted: PublicKey) -> Recipe:
 def _from_spec(recipe: Path, spec_path: Path) -> list[Expectation]:
     """Every pin of the spec and its lock, in receipt terms: generated, not copied."""
     spec = load_spec(spec_path)
-    lock = lock_mod.load(spec)
-    lock_mod.check(spec, lock)
+    lock = lock_mod.load_checked(spec)
     origin = f"{spec_path.name} + lock"
     wanted: dict[str, Any] = {
         "spec.digest": spec.digest, "lock.digest": lock.digest, "platform": lock.platform,
