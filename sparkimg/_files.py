@@ -1,6 +1,6 @@
-"""Reading an input file sparkimg was pointed at (a spec, a lock, a receipt, a recipe) without
-being held up by it: a FIFO or a device is refused before any read (it would block or never
-end), and a file larger than its kind can be is refused after ``limit`` bytes."""
+"""Files sparkimg reads from outside: without being held up by them (a FIFO or a device is
+refused before any read, a file larger than its kind can be after ``limit`` bytes), without
+following a link out of the folder they belong to, and known again by their identity."""
 
 from __future__ import annotations
 
@@ -11,6 +11,41 @@ from pathlib import Path
 from .errors import UsageError
 
 MiB = 1 << 20
+
+
+def identity(path: Path) -> list[int] | None:
+    """Inode, size, mtime and ctime: the same file while all four stay (ctime moves on any
+    change, and a file's owner cannot set it back; what git's index trusts). None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def inside(path: Path, folder: Path, *, within: str | None = None) -> Path:
+    """``path`` with its links resolved; refused, naming it, when a link takes it out of ``folder``
+    (described as ``within``, by default the folder itself), or when it cannot be resolved."""
+    try:
+        real, top = path.resolve(), folder.resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # a loop of links, a name no file can have
+        raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not real.is_relative_to(top):
+        raise UsageError(f"{path}: a link to {real}, outside {within or folder}",
+                         hint="copy the file into the folder instead of linking to it")
+    return real
+
+
+def regular_file(path: Path, folder: Path, *, within: str | None = None) -> Path:
+    """As ``inside``, and refused when it is there but not a regular file (a FIFO or a device
+    would block a read, or never end one)."""
+    real = inside(path, folder, within=within)
+    try:
+        if real.exists() and not stat.S_ISREG(real.stat().st_mode):
+            raise UsageError(f"{path}: not a regular file", hint="keep plain files only in this folder")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    return real
 
 
 def read_input(path: Path, limit: int, *, hint: str | None = None) -> bytes:

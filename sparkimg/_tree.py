@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._files import inside, regular_file
 from .errors import UsageError
 
 IGNORED = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
@@ -28,13 +29,10 @@ def files(root: Path) -> list[Path]:
             path = Path(folder) / name
             try:
                 name.encode("utf-8")
-                outside = path.is_symlink() and not path.resolve().is_relative_to(top)
-            except (UnicodeEncodeError, RuntimeError, OSError) as exc:  # a name not in UTF-8, a loop of links
-                raise UsageError(f"{path!r}: cannot be part of a source ({exc.__class__.__name__})",
-                                 hint="rename it (UTF-8 names only) or remove the link") from None
-            if outside:
-                raise UsageError(f"{path}: a link to {path.resolve()}, outside the source folder {root}",
-                                 hint="copy what it points to into the folder, or remove the link")
+            except UnicodeEncodeError:
+                raise UsageError(f"{path!r}: cannot be part of a source (its name is not UTF-8)",
+                                 hint="rename it") from None
+            (inside if name in dirs else regular_file)(path, top, within=f"the source folder {root}")
         for name in sorted(names):
             path = Path(folder) / name
             if path.suffix == ".pyc":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _engine_api as engine_api
+from ._files import identity
 from .errors import BuildError, EngineError
 from .formats.canonical import loads
 
@@ -468,8 +469,7 @@ def _identity(candidates: list[str]) -> list[list[Any]]:
     found: list[list[Any]] = []
     for candidate in candidates:
         path = shutil.which(candidate) if candidate else None
-        st = os.stat(path) if path else None
-        found.append([candidate, path, st and [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]])
+        found.append([candidate, path, identity(Path(path)) if path else None])
     return found
 
 

@@ -9,35 +9,18 @@ so a patch cannot change without its pin changing too.
 from __future__ import annotations
 
 import hashlib
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._files import MiB, read_input
+from ._files import MiB, read_input, regular_file
 from .errors import UsageError
 from .store import write_atomic
 
 MOUNTS = "mounts.txt"
 SUMS = {"md5": "MD5SUMS", "sha256": "SHA256SUMS"}
 BOOKKEEPING = {MOUNTS, *SUMS.values()}
-
-
-def regular_file(path: Path, folder: Path) -> Path:
-    """``path`` with its links resolved. Refused, naming it, when a link takes it out of
-    ``folder`` (a patch set reads nothing from elsewhere) or when it is not a regular file (a
-    FIFO or a device would block a read, or never end one)."""
-    try:
-        real, top = path.resolve(), folder.resolve()
-        if not real.is_relative_to(top):
-            raise UsageError(f"{path}: a link to {real}, outside {folder}",
-                             hint="copy the file into the folder instead of linking to it")
-        if real.exists() and not stat.S_ISREG(real.stat().st_mode):
-            raise UsageError(f"{path}: not a regular file", hint="a patch set holds plain files only")
-    except (OSError, ValueError, RuntimeError) as exc:  # a loop of links, a name no file can have
-        raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    return real
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:

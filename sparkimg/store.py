@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ._files import identity
 from ._hashing import digest_file
 from ._locations import default_store
 from .errors import HashMismatchError, SparkimgError
@@ -155,8 +156,7 @@ class Store:
         and ctime (ctime moves on any change to the file, and cannot be set back by its owner).
         What git's index does for the working tree; a changed file is computed again."""
         real = path.resolve()
-        st = real.stat()
-        stamp = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        stamp = identity(real)
         name = hashlib.sha256(f"{kind}\0{real}".encode()).hexdigest()
         known = self.read_record("memo", name)
         if known is not None and known.get("stamp") == stamp and isinstance(known.get("value"), dict):

@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import __version__
 from .. import _engine_api as engine_api
+from .._files import identity
 
 VERSION = 1
 KEY_LABEL = "dev.sparkimg.key"  # plan.KEY_LABEL; a test keeps the two equal
@@ -52,14 +53,6 @@ def context(store_root: Path, *, key: Path | None, receipt: Path | None, record_
 def docker_config() -> Path:
     """The docker client's configuration (its current context among others)."""
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-
-
-def _stat(path: Path) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def own_code() -> list[Path]:
@@ -92,7 +85,7 @@ class Stamp:
         """The stamp, or None when a file changed so close to ``started_ns`` (the build's start) that
         the build may have read it before the change: such a stamp could vouch for unread bytes."""
         paths = sorted({str(Path(p).absolute()) for p in files})
-        stats = {p: _stat(Path(p)) for p in paths}
+        stats = {p: identity(Path(p)) for p in paths}
         if any(st is not None and max(st[2], st[3]) >= started_ns - RACY_NS for st in stats.values()):
             return None
         written = sorted({str(Path(p).absolute()) for p in links})
@@ -102,7 +95,7 @@ class Stamp:
     def holds(self, ctx: dict[str, Any]) -> bool:
         """The same options and environment, every file the same file, every link where it led,
         the same engine socket, and the image still there."""
-        if ctx != self.context or any(_stat(Path(path)) != stat for path, stat in self.files):
+        if ctx != self.context or any(identity(Path(path)) != stat for path, stat in self.files):
             return False
         if any(os.path.realpath(path) != real for path, real in self.links):
             return False

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._files import regular_file
 from ..errors import UsageError
-from ..patches import numbered_lines, regular_file
+from ..patches import numbered_lines
 from .checker import Checker, KeyPath
 from .model import PatchFile
 
