@@ -1,10 +1,17 @@
-"""Where sparkimg keeps things by default; a leaf, so the no-op answer can find the store
-without loading the store's code."""
+"""Where sparkimg finds things by default (the store, the signing key); a leaf, so the no-op
+answer can find them without loading the store's or the signing code."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+KEY_ENV = "SPARKIMG_KEY"
+
+
+def signing_key_path(path: Path | None) -> Path | None:
+    """The key file a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
+    return path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
 
 
 def default_store() -> Path:

@@ -8,7 +8,6 @@ Heavy modules (the engine, signing, HTTP) are imported by the task that needs th
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._locations import signing_key_path
 from .errors import EngineError, UsageError
 from .events import Collected, Event, Kind, Phase, Reporter, silent
 
@@ -153,13 +153,6 @@ class Built:
     def to_json(self) -> dict[str, Any]:
         return {**self.result.to_json(), "receipt": str(self.receipt.path), "signed": self.receipt.signed,
                 "prewarm": self.prewarm.to_json() if self.prewarm else None}
-
-
-def signing_key_path(path: Path | None) -> Path | None:
-    """The key file a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
-    from .signing.keys import KEY_ENV
-
-    return path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
 
 
 def signing_key(path: Path | None) -> PrivateKey | None:

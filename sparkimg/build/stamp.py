@@ -25,10 +25,11 @@ from typing import Any
 from .. import __version__
 from .. import _engine_api as engine_api
 from .._files import identity
+from .._locations import KEY_ENV, signing_key_path
 
 VERSION = 1
 KEY_LABEL = "dev.sparkimg.key"  # plan.KEY_LABEL; a test keeps the two equal
-ENVIRONMENT = ("SPARKIMG_KEY", "SPARKIMG_DOCKER", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "HOME", "PATH")
+ENVIRONMENT = (KEY_ENV, "SPARKIMG_DOCKER", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "HOME", "PATH")
 SECRETS = ("SPARKIMG_KEY_PASSWORD",)  # recorded as a hash, never as the value
 RACY_NS = 1_000_000_000  # a file changed this close to the build's start may have changed while it read it
 
@@ -42,7 +43,7 @@ def location(store_root: Path, spec: Path) -> Path:
 def context(store_root: Path, *, key: Path | None, receipt: Path | None, record_host: bool) -> dict[str, Any]:
     """What besides the files changes a build's outcome: the options and the environment (the key
     file as the build would find it: ``key``, else $SPARKIMG_KEY, from this folder)."""
-    chosen = key or (Path(os.environ["SPARKIMG_KEY"]) if os.environ.get("SPARKIMG_KEY") else None)
+    chosen = signing_key_path(key)
     return {"sparkimg": __version__, "stamp": VERSION, "store": str(store_root.resolve()),
             "key": str(chosen.resolve()) if chosen else None, "receipt": str(receipt.resolve()) if receipt else None,
             "record_host": record_host, "env": {name: os.environ.get(name) for name in ENVIRONMENT},

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 # cryptography is imported inside the functions that sign, verify or read keys: commands
 # that do neither (and importing this module) do not pay for its bindings.
 
-KEY_ENV = "SPARKIMG_KEY"
 
 
 class KeyFileError(UsageError):
