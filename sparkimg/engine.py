@@ -12,11 +12,13 @@ does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,6 +175,12 @@ class Engine:
             self._buildx = _ok([self.client, "buildx", "version"])
         return self._buildx
 
+    @property
+    def builder(self) -> str:
+        """What ``build`` builds with: ``buildx`` where the client has the plugin, else the
+        BuildKit built into ``docker build`` (the receipt records which)."""
+        return "buildx" if self.buildx else "buildkit"
+
     def _whales(self) -> Any:
         """The python-on-whales client, imported on first use (its models cost ~0.4 s to import)."""
         if self._docker is None:
@@ -276,42 +284,41 @@ class Engine:
         docker = self._whales()
         self.reap_orphans()
         name = f"sparkimg-{layer or 'run'}-{uuid.uuid4().hex[:10]}"
-        lease = _Lease()
-        kwargs: dict[str, Any] = {
-            "detach": True,
-            "name": name,
-            "networks": ["none"],
-            "memory": limits.memory,
-            "memory_swap": limits.memory,
-            "pids_limit": limits.pids,
-            "envs": {**(env or {}), "SPARKIMG_LEASE": LEASE},
-            "volumes": [*(m.volume() for m in mounts), (str(lease.folder), str(Path(LEASE).parent), "ro")],
-            "workdir": workdir,
-            "pull": "never",
-            "labels": {OWNER_LABEL: owner()},
-        }
-        if limits.cpus is not None:
-            kwargs["cpus"] = limits.cpus
-        if limits.cpuset is not None:
-            kwargs["cpuset_cpus"] = _cpu_list(limits.cpuset)
-        if limits.cgroup_parent:
-            kwargs["cgroup_parent"] = limits.cgroup_parent
-        if gpus:
-            kwargs["gpus"] = "all"
-        try:
+        with _lease() as lease_folder:
+            kwargs: dict[str, Any] = {
+                "detach": True,
+                "name": name,
+                "networks": ["none"],
+                "memory": limits.memory,
+                "memory_swap": limits.memory,
+                "pids_limit": limits.pids,
+                "envs": {**(env or {}), "SPARKIMG_LEASE": LEASE},
+                "volumes": [*(m.volume() for m in mounts), (str(lease_folder), str(Path(LEASE).parent), "ro")],
+                "workdir": workdir,
+                "pull": "never",
+                "labels": {OWNER_LABEL: owner()},
+            }
+            if limits.cpus is not None:
+                kwargs["cpus"] = limits.cpus
+            if limits.cpuset is not None:
+                kwargs["cpuset_cpus"] = _cpu_list(limits.cpuset)
+            if limits.cgroup_parent:
+                kwargs["cgroup_parent"] = limits.cgroup_parent
+            if gpus:
+                kwargs["gpus"] = "all"
             try:
-                container = docker.run(image, list(command), **kwargs)
-            except DockerException as exc:
-                raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
-            reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
-            reader.start()
-            exit_code = int(docker.container.wait(container))
-            reader.join(timeout=10)
-            state = docker.container.inspect(container).state
-            return RunResult(exit_code, bool(state.oom_killed))
-        finally:
-            _ok([self.client, "rm", "-f", name])
-            lease.release()
+                try:
+                    container = docker.run(image, list(command), **kwargs)
+                except DockerException as exc:
+                    raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
+                reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
+                reader.start()
+                exit_code = int(docker.container.wait(container))
+                reader.join(timeout=10)
+                state = docker.container.inspect(container).state
+                return RunResult(exit_code, bool(state.oom_killed))
+            finally:
+                _ok([self.client, "rm", "-f", name])
 
     def reap_orphans(self) -> list[str]:
         """Remove the containers of sparkimg runs on this host whose process is gone (a kill -9
@@ -352,13 +359,12 @@ class Engine:
         iidfile = context.parent / f".{context.name}.iid"
         args = [self.client]
         env = dict(os.environ)
-        if self.buildx:
+        builder = self.builder
+        if builder == "buildx":
             args += ["buildx", "build", "--load", "--provenance=false"]
-            builder = "buildx"
         else:
             args += ["build"]
             env["DOCKER_BUILDKIT"] = "1"
-            builder = "buildkit"
         args += ["--network", "none", "--iidfile", str(iidfile), "--progress", "plain"]
         for tag in tags:
             args += ["--tag", tag]
@@ -381,30 +387,17 @@ class Engine:
         return BuildOutput(image_id, builder)
 
 
-class _Lease:
-    """A file this process holds an exclusive flock on while its container runs; the kernel lets
-    go of it when the process dies, however it dies, which the container can see."""
+@contextlib.contextmanager
+def _lease() -> Iterator[Path]:
+    """A folder holding the file this process keeps an flock on while its container runs
+    (``store.flock``); the kernel lets go of it when the process dies, however it dies, which
+    the container can see. The folder is removed when the container is done."""
+    from .store import flock
 
-    def __init__(self) -> None:
-        import fcntl
-        import tempfile
-
-        self.folder = Path(tempfile.mkdtemp(prefix="sparkimg-lease-"))
-        self.folder.chmod(0o755)
-        path = self.folder / "lease"
-        path.touch(0o644)
-        self.handle: Any = open(path, "rb")  # noqa: SIM115 (held open until release)
-        try:
-            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
-        except BaseException:
-            self.release()
-            raise
-
-    def release(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
-            shutil.rmtree(self.folder, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="sparkimg-lease-") as folder:
+        Path(folder).chmod(0o755)  # readable by the container's user, whoever that is
+        with flock(Path(folder) / "lease"):
+            yield Path(folder)
 
 
 def _start_time(pid: int) -> str | None:

@@ -65,7 +65,7 @@ def described(result: BuildResult, store: Store, engine: Engine, report: Reporte
 
     fetched = fetch(result.plan.spec, result.plan.lock, store, None, report=report)
     return replace(result, blobs=dict(fetched.blobs),
-                   engine=_engine_info(engine, "buildx" if engine.buildx else "buildkit"))
+                   engine=_engine_info(engine, engine.builder))
 
 
 def _records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
