@@ -60,6 +60,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, pretty(data))
 
 
+def _remove_if_abandoned(thing: Path, lease: Path) -> bool:
+    """Remove ``thing`` (a temp file or a work folder) when its ``lease`` is old enough and its
+    flock is free: the writer that held it died. A writer takes its flock right after creating
+    the lease, so young files are skipped."""
+    try:
+        if time.time() - lease.stat().st_mtime < SWEEP_AGE_S:
+            return False
+        with open(lease, "rb") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if thing.is_dir():
+                shutil.rmtree(thing, ignore_errors=True)
+            else:
+                thing.unlink()
+            return True
+    except (BlockingIOError, FileNotFoundError, NotADirectoryError):
+        return False
+
+
 @contextlib.contextmanager
 def flock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if absent); the kernel drops it if we die."""
@@ -195,28 +213,7 @@ class Store:
 
     def sweep(self) -> int:
         """Remove temp files and work folders left by writers that died (their flock is free)."""
-        removed = 0
-        now = time.time()
-        for folder in (self.root / "tmp").iterdir():
-            lease = folder / LEASE
-            try:
-                if not lease.is_file() or now - lease.stat().st_mtime < SWEEP_AGE_S:
-                    continue
-                with open(lease, "rb") as handle:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    shutil.rmtree(folder, ignore_errors=True)
-                    removed += 1
-            except (BlockingIOError, FileNotFoundError, NotADirectoryError):
-                continue
-        for entry in (self.root / "tmp").glob("put.*"):
-            try:
-                # A writer takes its flock right after creating the file: skip young files.
-                if now - entry.stat().st_mtime < SWEEP_AGE_S:
-                    continue
-                with open(entry, "rb") as handle:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    entry.unlink()
-                    removed += 1
-            except (BlockingIOError, FileNotFoundError):
-                continue
-        return removed
+        tmp = self.root / "tmp"
+        dead = [(folder, folder / LEASE) for folder in tmp.iterdir() if (folder / LEASE).is_file()]
+        dead += [(entry, entry) for entry in tmp.glob("put.*")]
+        return sum(_remove_if_abandoned(thing, lease) for thing, lease in dead)
