@@ -363,6 +363,13 @@ class PrewarmSetup:
     engine: Engine | None
 
 
+def _cache_of(request: PrewarmRequest) -> Path:
+    """The cache folder a prewarm or a verify works on; it is required."""
+    if request.cache is None:
+        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    return request.cache
+
+
 def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
     from .build.bounds import Overrides, derive
     from .engine import Engine
@@ -407,8 +414,7 @@ def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporte
     from .prewarm.runner import runner_for
     from .prewarm.warm import prewarm as warm
 
-    if request.cache is None:
-        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    cache = _cache_of(request)
     setup = _prewarm_setup(request)
     runner = runner_for(request.runner, setup.target, engine=setup.engine, budget=setup.budget,
                         python=request.python)
@@ -419,14 +425,14 @@ def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporte
                  f"memory {format_size(budget.memory)}" + (", network none" if request.runner == "image" else
                                                           ", no cgroup bound (host runner)"),
                  figures={"modules": len(target.kernels.modules), "jobs": budget.jobs, "memory": budget.memory}))
-    result = warm(target, runner, request.cache, budget, signer, report)
+    result = warm(target, runner, cache, budget, signer, report)
     if signer is None:
         report(Event(Phase.PREWARM, f"{result.manifest} is NOT signed; pass --key or set SPARKIMG_KEY",
                      kind=Kind.WARNING))
     return result
 
 
-def prewarm_verify(request: PrewarmRequest, key: Path, *, quick: bool = False,
+def prewarm_verify(request: PrewarmRequest, key: Path | None, *, quick: bool = False,
                    archs: Sequence[str] = ()) -> CacheReport:
     """Check a cache against its signed manifest and the image (``quick``: signature and sizes)."""
     from .prewarm.runner import HostRunner, compile_path
@@ -434,15 +440,16 @@ def prewarm_verify(request: PrewarmRequest, key: Path, *, quick: bool = False,
     from .signing.keys import load_public
     from .spec import Arch
 
-    if request.cache is None:
-        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
+    cache = _cache_of(request)
+    if key is None:
+        raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
     target = _prewarm_setup(request).target
     host = request.runner == "host"
     # In an image, the image ID stands for its FlashInfer; a host Python is asked.
     flashinfer = HostRunner(request.python or sys.executable).flashinfer_version() if host and not quick else None
     expect = Expect(tuple(Arch(a) for a in archs) if archs else target.archs, target.image_id, flashinfer,
-                    compile_path(request.runner, request.cache))
-    return verify(request.cache, load_public(key), expect, quick=quick)
+                    compile_path(request.runner, cache))
+    return verify(cache, load_public(key), expect, quick=quick)
 
 
 # -- doctor ----------------------------------------------------------------------------------

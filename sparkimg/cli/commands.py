@@ -214,8 +214,6 @@ def _prewarm_request(args: argparse.Namespace) -> api.PrewarmRequest:
 def cmd_prewarm(args: argparse.Namespace) -> int:
     if args.quick and not args.verify:
         raise UsageError("--quick goes with --verify", hint="sparkimg prewarm ... --verify --quick --key PUB")
-    if not args.list and args.cache is None:
-        raise UsageError("--cache DIR is required", hint="name the folder the serving container will mount")
     if args.verify:
         return _prewarm_verify(args)
     if args.list:
@@ -245,8 +243,6 @@ def _prewarm_list(args: argparse.Namespace) -> int:
 
 
 def _prewarm_verify(args: argparse.Namespace) -> int:
-    if args.key is None:
-        raise UsageError("--verify needs --key PUB, the trusted public key", hint="the .pub of the signing key")
     report = api.prewarm_verify(_prewarm_request(args), args.key, quick=args.quick, archs=args.arch or ())
     if not _emit(args, report.to_json()):
         for problem in report.problems:
