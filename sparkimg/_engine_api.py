@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from ._locations import docker_config
+
 
 def api_socket(client: str) -> str | None:
     """The local daemon's API socket a docker client talks to, when that is certain: DOCKER_HOST unset
@@ -18,15 +20,21 @@ def api_socket(client: str) -> str | None:
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not host.startswith("unix://"):
         return None
-    config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
     try:
-        context = json.loads(config.read_text()).get("currentContext")
+        context = json.loads(docker_config().read_text()).get("currentContext")
     except (OSError, ValueError, AttributeError, RecursionError):
         context = None
     if context not in (None, "", "default"):
         return None
     path = host.removeprefix("unix://")
     return path if Path(path).is_socket() else None
+
+
+def image_path(reference: str) -> str:
+    """The API path ``docker image inspect REF`` asks."""
+    from urllib.parse import quote
+
+    return f"/images/{quote(reference, safe='/:@')}/json"
 
 
 def http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str]:

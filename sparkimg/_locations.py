@@ -14,6 +14,12 @@ def signing_key_path(path: Path | None) -> Path | None:
     return path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
 
 
+def docker_config() -> Path:
+    """The docker client's configuration file (credentials, its current context): in
+    ``$DOCKER_CONFIG``, else ``~/.docker``, as the client itself looks."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+
+
 def default_store() -> Path:
     """``$SPARKIMG_STORE``, else ``$XDG_CACHE_HOME/sparkimg``, else ``~/.cache/sparkimg``."""
     if os.environ.get("SPARKIMG_STORE"):

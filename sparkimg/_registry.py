@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._locations import docker_config
 from .errors import ResolveError
 from .formats.canonical import loads
 
@@ -183,7 +182,7 @@ def _pick(index: dict[str, Any], platform: str, what: str) -> str:
 
 def _credentials(registry: str) -> tuple[str, str] | None:
     """Basic credentials for the token endpoint from the Docker config, if any."""
-    config = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+    config = docker_config()
     try:
         auths = loads(config.read_text()).get("auths", {})
     except (OSError, ValueError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._locations import signing_key_path
+from ._locations import docker_config, signing_key_path
 from .errors import EngineError, UsageError
 from .events import Collected, Event, Kind, Phase, Reporter, silent
 
@@ -217,7 +217,7 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
         stamp.forget(where)
         return
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
-             stamp.docker_config(), *stamp.own_code()]
+             docker_config(), *stamp.own_code()]
     links = [spec.path, lock.path]
     for source in spec.sources.values():
         if isinstance(source, PathSource):

@@ -213,9 +213,7 @@ class Engine:
 
     def _inspect_api(self, reference: str, socket_path: str) -> ImageInfo | None:
         """``GET /images/REF/json`` on the Engine API socket: the endpoint ``docker image inspect`` calls."""
-        from urllib.parse import quote
-
-        path = f"/images/{quote(reference, safe='/:@')}/json"
+        path = engine_api.image_path(reference)
         try:
             status, body = engine_api.http_get(socket_path, path)
         except (FileNotFoundError, ConnectionRefusedError):

@@ -51,11 +51,6 @@ def context(store_root: Path, *, key: Path | None, receipt: Path | None, record_
                         for name in SECRETS}}
 
 
-def docker_config() -> Path:
-    """The docker client's configuration (its current context among others)."""
-    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-
-
 def own_code() -> list[Path]:
     """sparkimg's own modules: a stamp made by other code (a checkout moved on) does not hold."""
     package = Path(__file__).resolve().parents[1]
@@ -105,11 +100,8 @@ class Stamp:
         socket_path = self.image.get("socket")
         if not socket_path:
             return False
-        from urllib.parse import quote
-
         try:
-            status, body = engine_api.http_get(socket_path, f"/images/{quote(self.image['reference'], safe='/:@')}"
-                                                            "/json")
+            status, body = engine_api.http_get(socket_path, engine_api.image_path(self.image["reference"]))
             data = json.loads(body) if status == 200 else None
         except (OSError, ValueError, RecursionError):
             return False
