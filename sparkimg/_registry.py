@@ -97,6 +97,23 @@ class RegistryClient:
             )
         return Resolved(index_digest, digest, config_digest, media_type, platform), config
 
+    def manifest_bytes(self, reference: str, digest: str) -> bytes:
+        """An image manifest by digest, bytes as served (checked against the digest)."""
+        ref = ImageRef.parse(reference)
+        url = f"{ref.base_url}/manifests/{digest}"
+        raw = self._get(ref, url, {"Accept": ", ".join(MANIFEST_TYPES)}).content
+        if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
+            raise ResolveError(f"{url}: the content does not hash to {digest}")
+        return bytes(raw)
+
+    def blob_bytes(self, reference: str, digest: str) -> bytes:
+        """A (small) blob by digest, checked against the digest."""
+        ref = ImageRef.parse(reference)
+        raw = self._get(ref, f"{ref.base_url}/blobs/{digest}", {}).content
+        if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
+            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
+        return bytes(raw)
+
     def _manifest(self, ref: ImageRef, tag_or_digest: str) -> tuple[dict[str, Any], str, str]:
         url = f"{ref.base_url}/manifests/{tag_or_digest}"
         response = self._get(ref, url, {"Accept": ", ".join(INDEX_TYPES + MANIFEST_TYPES)})

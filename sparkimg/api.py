@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._locations import docker_config, signing_key_path
-from .errors import EngineError, UsageError
+from .errors import BuildError, EngineError, UsageError
 from .events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
     from .build.bounds import Budget, Overrides
+    from .build.check import CheckReport
     from .build.image import BuildResult
     from .engine import Engine
     from .fetch import Fetched
@@ -142,6 +143,7 @@ class BuildOptions:
     receipt: Path | None = None
     record_host: bool = False
     prewarm: Path | None = None
+    check: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,10 +151,14 @@ class Built:
     result: BuildResult
     receipt: Emitted
     prewarm: PrewarmResult | None
+    check: CheckReport | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.result.to_json(), "receipt": str(self.receipt.path), "signed": self.receipt.signed,
-                "prewarm": self.prewarm.to_json() if self.prewarm else None}
+        out = {**self.result.to_json(), "receipt": str(self.receipt.path), "signed": self.receipt.signed,
+               "prewarm": self.prewarm.to_json() if self.prewarm else None}
+        if self.check is not None:
+            out["check"] = self.check.to_json()
+        return out
 
 
 def signing_key(path: Path | None) -> PrivateKey | None:
@@ -187,6 +193,9 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
     if not result.built and not has_statement(result, the_store):
         result = described(result, the_store, the_engine, tell)  # the receipt is written again: in full
+    checked = _check_built(result, the_store, the_engine, overrides, tell) if options.check else None
+    if checked is not None:
+        result.check = checked.to_receipt()
     warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
     emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
@@ -198,7 +207,7 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     else:
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
                    "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
-    built = Built(result, emitted, warmed.result if warmed else None)
+    built = Built(result, emitted, warmed.result if warmed else None, checked)
     _stamp(spec, lock, the_store, the_engine, options, built, said.events, started_ns)
     return built
 
@@ -213,7 +222,8 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
 
     where = stamp.location(store.root, spec.path)
     result = built.result
-    if result.built or built.receipt.written or options.prewarm is not None or result.image_id is None:
+    if result.built or built.receipt.written or options.prewarm is not None or options.check \
+            or result.image_id is None:
         stamp.forget(where)
         return
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
@@ -240,6 +250,20 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
         stamp.forget(where)
     else:
         stamp.write(where, made)
+
+
+def _check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
+                 report: Reporter) -> CheckReport:
+    """``build --check``: every layer again from scratch, compared with the build just done."""
+    from .build.check import rebuild_and_compare
+    from .fetch import fetch_base
+
+    plan = result.plan
+    if result.oci is None:
+        raise BuildError(f"{result.image_ref}: the store has no assembly record of this image to compare with",
+                         hint="remove the image (`docker image rm`) and build again")
+    base_tag = fetch_base(plan.spec, plan.lock, engine, report=report)
+    return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report)
 
 
 @dataclass(frozen=True)

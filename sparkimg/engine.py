@@ -100,6 +100,7 @@ class ImageInfo:
     id: str  # the image ID (config digest)
     labels: dict[str, str] = field(default_factory=dict)
     repo_digests: tuple[str, ...] = ()  # repository@sha256:... names it was pulled or pushed as
+    layers: tuple[str, ...] = ()  # its diff_ids, base first (RootFS.Layers)
 
 
 class Engine:
@@ -247,6 +248,10 @@ class Engine:
 
     def tag(self, source: str, target: str) -> None:
         _run([self.client, "tag", source, target])
+
+    def load(self, archive: Path) -> str:
+        """``docker load`` a docker-archive tar; return what the engine printed (the loaded names)."""
+        return _run([self.client, "load", "--input", str(archive)]).strip()
 
     def remove_image(self, reference: str) -> None:
         _ok([self.client, "image", "rm", "-f", reference])
@@ -448,7 +453,8 @@ def _image_info(text: str, what: str) -> ImageInfo:
         data = loads(text)
         labels = (data.get("Config") or {}).get("Labels") or {}
         return ImageInfo(str(data["Id"]), {str(k): str(v) for k, v in labels.items()},
-                         tuple(str(d) for d in data.get("RepoDigests") or ()))
+                         tuple(str(d) for d in data.get("RepoDigests") or ()),
+                         tuple(str(d) for d in (data.get("RootFS") or {}).get("Layers") or ()))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise EngineError(f"the container engine failed: {what} printed no image description: "
                           f"{text.strip()[:200]!r}",

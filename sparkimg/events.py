@@ -28,6 +28,7 @@ class Phase(StrEnum):
     RECEIPT = "receipt"
     PREWARM = "prewarm"
     VERIFY = "verify"
+    CHECK = "check"
 
 
 class Kind(StrEnum):

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from . import _git, _tree
-from .errors import EngineError, FetchError
+from .errors import EngineError, FetchError, ResolveError
 from .events import Event, Phase, Reporter, silent
 from .formats.lock import PathPin, PypiPin, SourcePin
 from .store import CHUNK, Store
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .formats.oci import BaseImage
     from .lock import Lock
     from .spec import Spec
 
@@ -53,6 +54,32 @@ def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report
             )
     tag = fetch_base(spec, lock, engine, report=report) if engine is not None else None
     return Fetched(blobs, patch_blobs, tag)
+
+
+def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseImage:
+    """The pinned base's manifest and config bytes, from the store or else its registry (checked
+    against the lock's digests). Its layers are not downloaded: the engine has them (``fetch_base``)
+    and the image's manifest names them by their descriptors."""
+    from ._registry import RegistryClient
+    from .formats.oci import BaseImage
+
+    base = lock.base
+    manifest_hex, config_hex = base.manifest_digest.split(":", 1)[1], base.config_digest.split(":", 1)[1]
+    if not (store.has(manifest_hex) and store.has(config_hex)):
+        report(Event(Phase.FETCH, f"base manifest {base.repository}@{base.manifest_digest}"))
+        client = RegistryClient()
+        try:
+            manifest = client.manifest_bytes(base.repository, base.manifest_digest)
+            config = client.blob_bytes(base.repository, base.config_digest)
+        except ResolveError as exc:
+            raise FetchError(f"base: {exc.message}", hint=exc.hint) from None
+        store.put_bytes(manifest, expected=manifest_hex, what="base manifest")
+        store.put_bytes(config, expected=config_hex, what="base config")
+    found = BaseImage(store.blob(manifest_hex).read_bytes(), store.blob(config_hex).read_bytes())
+    if found.manifest_json.get("config", {}).get("digest") != base.config_digest:
+        raise FetchError(f"base: manifest {base.manifest_digest} names another config than the lock's "
+                         f"{base.config_digest}", hint="re-lock the base: `sparkimg lock --update base`")
+    return found
 
 
 def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, report: Reporter = silent) -> str:

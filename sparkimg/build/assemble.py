@@ -1,124 +1,164 @@
-"""Image assembly: a generated Dockerfile FROM the pinned base, wheels installed with
-hashes checked and no index, baked patch files, env and OCI labels, SOURCE_DATE_EPOCH
-from the lock. Built with no network.
+"""Image assembly without a Dockerfile: sparkimg writes the image as OCI data in its store.
+
+The base's manifest, config and layer descriptors are kept verbatim. On top come one layer
+per spec layer (a compile layer's wheels, or one PyPI wheel), in spec order, then one layer
+per baked patch set: least- to most-often changing, so a patch change rewrites one small
+layer. The config is the base's with the spec's env and labels, and ``created`` and history
+at the lock's SOURCE_DATE_EPOCH. Each new layer is cached by its inputs, so an unchanged
+layer is neither rebuilt nor recompressed. ``load`` puts the result into the engine.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import Engine
-from ..events import Event, Kind, Phase, Reporter
-from ..formats import kernels as kernel_label
+from ..errors import BuildError
+from ..events import Event, Phase, Reporter
+from ..formats import oci
+from ..formats.canonical import digest_of
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
-from ..plan import ASSEMBLY_VERSION, KEY_LABEL, Plan
+from ..plan import Plan
+from ..spec import CompileLayer
 from ..store import Store
+from . import layer as layer_mod
+from .dockerfile import labels
 
-WHEEL_DIR = "/tmp/sparkimg-wheels"
-
-
-def labels(plan: Plan) -> dict[str, str]:
-    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key, the prewarm kernel set."""
-    spec, lock = plan.spec, plan.lock
-    created = datetime.fromtimestamp(lock.source_date_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out = dict(spec.labels)
-    out.update({
-        "org.opencontainers.image.title": spec.name,
-        "org.opencontainers.image.created": created,
-        "org.opencontainers.image.base.name": lock.base.reference,
-        "org.opencontainers.image.base.digest": lock.base.manifest_digest,
-        "dev.sparkimg.spec-digest": spec.digest,
-        "dev.sparkimg.lock-digest": lock.digest,
-        "dev.sparkimg.platform": lock.platform,
-        "dev.sparkimg.cuda-architectures": ";".join(a.text for a in spec.cuda_architectures),
-        KEY_LABEL: plan.image.key,
-    })
-    for layer in plan.layers[:-1]:
-        out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
-    if (kernels := kernel_label.of_spec(spec)) is not None:
-        out[kernel_label.LABEL] = kernels.to_label()
-    return out
+LAYER_VERSION = "sparkimg-layer/1"
+LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
+IMAGES = "images"  # store records: an assembled image by its image key
 
 
-def wheels(plan: Plan, records: dict[str, LayerRecord]) -> list[tuple[str, str]]:
-    """(filename, sha256) of every wheel the image installs, in spec order."""
-    found: list[tuple[str, str]] = []
-    for layer in plan.spec.layers:
-        if layer.kind == "compile":
-            found += [(o.filename, o.sha256) for o in records[layer.name].outputs]
+@dataclass(frozen=True)
+class _Work:
+    """One layer to write: what it is made from, and how."""
+
+    name: str
+    created_by: str
+    key_inputs: dict[str, object]
+    entries: Callable[[Path], list[layer_mod.Entry]]
+
+
+def image_record(store: Store, key: str) -> oci.ImageRecord | None:
+    """The assembly of an image key, when its manifest, config and new layers are all in the store."""
+    data = store.read_record(IMAGES, key)
+    if data is None:
+        return None
+    record = oci.ImageRecord.from_json(data, f"{store.record_path(IMAGES, key)}")
+    blobs = [record.manifest_digest, record.config_digest, *(layer.descriptor.digest for layer in record.layers)]
+    return record if all(store.has(_hex(d)) for d in blobs) else None
+
+
+def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], object],
+             base: oci.BaseImage, report: Reporter, *, cache: bool = True) -> oci.ImageRecord:
+    """Write the image's new layers, config and manifest into the store; return its record.
+    ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
+    wheels); ``cache=False`` writes every layer again (``build --check``)."""
+    epoch = plan.lock.source_date_epoch
+    media_type = oci.layer_media_type(base)
+    written: list[oci.Layer] = []
+    work_root = store.temp_dir("assemble.")
+    try:
+        for number, work in enumerate(_works(plan, records, store, scheme_of)):
+            key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
+                             "epoch": epoch, "mediaType": media_type, **work.key_inputs})
+            found = _cached_layer(store, key) if cache else None
+            if found is None:
+                folder = work_root / str(number)
+                folder.mkdir()
+                found = layer_mod.write_layer(work.entries(folder / "root"), epoch=epoch, media_type=media_type,
+                                              created_by=work.created_by, store=store, work=folder)
+                store.write_record(LAYERS, key, found.to_json())
+                report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
+                             f"({found.descriptor.size} bytes)", work.name,
+                             figures={"size": found.descriptor.size}))
+            else:
+                report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
+            written.append(found)
+    finally:
+        layer_mod.clear(work_root)
+    config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=epoch, layers=written)
+    manifest = oci.manifest(base, config, written)
+    record = oci.ImageRecord(oci.sha256_of(manifest), oci.sha256_of(config), base.media_type,
+                             plan.lock.base.manifest_digest, tuple(written), layer_mod.COMPRESSOR,
+                             layer_mod.TAR_FORMAT)
+    store.put_bytes(config, expected=_hex(record.config_digest), what="image config")
+    store.put_bytes(manifest, expected=_hex(record.manifest_digest), what="image manifest")
+    if cache:
+        store.write_record(IMAGES, plan.image.key, record.to_json())
+    return record
+
+
+def _cached_layer(store: Store, key: str) -> oci.Layer | None:
+    data = store.read_record(LAYERS, key)
+    if data is None:
+        return None
+    found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
+    return found if store.has(_hex(found.descriptor.digest)) else None
+
+
+def _works(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], object]) -> list[_Work]:
+    """The new layers, in order: one per spec layer, then one per baked patch set."""
+    works: list[_Work] = []
+    installed: dict[str, str] = {}
+    for spec_layer in plan.spec.layers:
+        if isinstance(spec_layer, CompileLayer):
+            wheels = [(o.filename, o.sha256) for o in records[spec_layer.name].outputs]
         else:
-            source = plan.lock.sources[layer.source]
+            source = plan.lock.sources[spec_layer.source]
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
-            found.append((source.filename, source.sha256))
-    return found
-
-
-def dockerfile(plan: Plan, base_tag: str, wheel_files: list[tuple[str, str]]) -> str:
-    lines = [
-        f"# Generated by sparkimg ({ASSEMBLY_VERSION}) from {plan.spec.path.name}; do not edit.",
-        # A local tag, not a bare ID or digest: BuildKit resolves those as registry names
-        # (moby/buildkit#1142, docker/buildx#199); fetch checked this tag's image ID.
-        f"FROM {base_tag}",
-        "ARG SOURCE_DATE_EPOCH",
-    ]
-    if wheel_files:
-        lines += [
-            f"COPY wheels/ {WHEEL_DIR}/",
-            "RUN PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-index --no-deps --require-hashes "
-            f"--no-cache-dir --disable-pip-version-check -r {WHEEL_DIR}/requirements.txt && rm -rf {WHEEL_DIR}",
-        ]
+            wheels = [(source.filename, source.sha256)]
+        works.append(_wheel_work(spec_layer.name, wheels, plan.lock.base.config_digest, store, scheme_of,
+                                 installed))
     for set_name, entry in sorted(plan.lock.patches.items()):
         if entry.mode != "bake":
             continue
-        for item in entry.files:
-            # The JSON form: a name or target is one argument whatever it holds.
-            lines.append(f"COPY {json.dumps([f'patches/{set_name}/{item.file}', item.mount])}")
-    for key, value in sorted(plan.spec.env.items()):
-        lines.append(f"ENV {key}={json.dumps(value)}")
-    return "\n".join(lines) + "\n"
+        files = [(item.mount, item.sha256) for item in entry.files]
+
+        def patch_entries(root: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
+            return [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
+                    for mount, sha256 in files]
+
+        works.append(_Work(f"patches.{set_name}", f"sparkimg: patch set {set_name}",
+                           {"patches": sorted(files)}, patch_entries))
+    return works
 
 
-def write_context(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, context: Path) -> None:
-    """Lay out the build context: wheels with a hash-pinned requirements file, patches, Dockerfile."""
-    (context / "wheels").mkdir(parents=True)
-    wheel_files = wheels(plan, records)
-    requirements = []
-    for filename, sha256 in wheel_files:
-        store.export(sha256, context / "wheels" / filename)
-        requirements.append(f"{WHEEL_DIR}/{filename} --hash=sha256:{sha256}")
-    (context / "wheels" / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    for set_name, entry in plan.lock.patches.items():
-        folder = context / "patches" / set_name
+def _wheel_work(name: str, wheels: list[tuple[str, str]], base_config: str, store: Store,
+                scheme_of: Callable[[], object], installed: dict[str, str]) -> _Work:
+    from .wheels import stage_wheels
+
+    def entries(root: Path) -> list[layer_mod.Entry]:
+        from ..formats.scheme import BaseScheme
+
+        scheme = scheme_of()
+        assert isinstance(scheme, BaseScheme)
+        folder = root.parent / "wheels"
         folder.mkdir(parents=True)
-        for item in entry.files:
-            store.export(item.sha256, folder / item.file)
-    (context / "Dockerfile").write_text(dockerfile(plan, base_tag, wheel_files))
+        paths = []
+        for filename, sha256 in wheels:
+            store.export(sha256, folder / filename)
+            paths.append(folder / filename)
+        root.mkdir()
+        staged = stage_wheels(paths, scheme, root)
+        for dist, _version in staged.installed:
+            if dist in installed:
+                raise BuildError(f"layer {name}: installs {dist}, which layer {installed[dist]} installs already",
+                                 hint="install each distribution in one layer only")
+            installed[dist] = name
+        roots = ["/" + r.strip("/") for r in staged.roots]
+
+        def directory(rel: str) -> bool:
+            path = "/" + rel
+            return not any(r == path or r.startswith(path + "/") for r in roots)
+
+        return layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
+
+    return _Work(name, f"sparkimg: wheels {' '.join(f for f, _ in wheels)}",
+                 {"wheels": sorted(wheels), "base": base_config}, entries)
 
 
-def assemble(
-    plan: Plan,
-    base_tag: str,
-    records: dict[str, LayerRecord],
-    store: Store,
-    engine: Engine,
-    report: Reporter,
-) -> tuple[str, str]:
-    """Build the final image; return (image ID, builder used)."""
-    work = store.temp_dir("assemble.")
-    try:
-        context = work / "context"
-        write_context(plan, base_tag, records, store, context)
-        output = engine.build(
-            context,
-            tags=[plan.image_ref],
-            labels=labels(plan),
-            build_args={"SOURCE_DATE_EPOCH": str(plan.lock.source_date_epoch)},
-            log=lambda layer, phase, line: report(Event(Phase.ASSEMBLE, line, layer, Kind.LOG)),
-        )
-        return output.image_id, output.builder
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[1]

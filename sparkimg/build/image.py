@@ -14,12 +14,15 @@ from typing import Any
 from .. import lock as lock_mod
 from ..engine import Engine
 from ..events import Event, Kind, Phase, Reporter, silent
+from ..formats.oci import ImageRecord
 from ..formats.record import LayerRecord
 from ..lock import Lock
 from ..plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
 from ..spec import CompileLayer, Spec
 from ..store import Store
 from .bounds import Overrides, derive
+
+BUILDER = "sparkimg-oci"  # what assembles the image: sparkimg itself, no Dockerfile
 
 
 @dataclass
@@ -35,11 +38,16 @@ class BuildResult:
     blobs: dict[str, str] = field(default_factory=dict)
     engine: dict[str, str | None] = field(default_factory=dict)
     receipt: str | None = None
+    oci: ImageRecord | None = None
+    check: dict[str, Any] | None = None  # what ``build --check`` found, recorded in the receipt
 
     def to_json(self) -> dict[str, Any]:
         return {
             "image": {"reference": self.image_ref, "id": self.image_id},
             "receipt": self.receipt,
+            "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
+                                                  "config": self.oci.config_digest,
+                                                  "diff_ids": [layer.diff_id for layer in self.oci.layers]},
             "layers": [layer.to_json() for layer in self.plan.layers],
         }
 
@@ -89,12 +97,15 @@ def build(
     image_id = built_image(engine, spec, image_key(spec, lock))
     if image_id is not None:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
+        from .assemble import image_record
+
         plan = compute(spec, lock, store, image_built=True).all_cached()
         return BuildResult(plan, plan.image_ref, image_id, records=_records(plan, store), started=started,
-                           finished=time.time(), engine={"client": engine.version})
+                           finished=time.time(), engine={"client": engine.version},
+                           oci=image_record(store, plan.image.key))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
     from ..fetch import fetch
-    from .assemble import assemble
+    from .assemble import image_record
     from .compile import compile_layer
 
     plan = compute(spec, lock, store)
@@ -123,14 +134,17 @@ def build(
                          layer.name, Kind.DONE, {**record.metrics.to_json(), "jobs": record.jobs}))
         built.append(layer.name)
     image = plan.image
+    oci_record: ImageRecord | None = None
     with store.lock(f"image-{image.key}"):
         image_id = built_image(engine, spec, image.key)
         if image_id is not None:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
+            oci_record = image_record(store, image.key)
             builder = None
         else:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
-            image_id, builder = assemble(plan, fetched.base_tag, records, store, engine, report)
+            oci_record, image_id = assemble_and_load(plan, fetched.base_tag, records, store, engine, report)
+            builder = BUILDER
             built.append("image")
     # A layer another build finished while this one waited is reported as cached, as it was not rebuilt.
     plan = replace(plan, layers=tuple(
@@ -138,4 +152,26 @@ def build(
         for layer in plan.layers))
     remember(plan, store)
     return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time(),
-                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder))
+                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record)
+
+
+def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, engine: Engine,
+                      report: Reporter) -> tuple[ImageRecord, str]:
+    """Write the image into the store (``assemble``) and load it into the engine; the record and
+    the engine's name for the image."""
+    from ..fetch import base_image
+    from .assemble import assemble
+    from .load import load
+
+    base = base_image(plan.lock, store, report=report)
+    record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report)
+    previous = (store.read_record("state", plan.spec.name) or {}).get("image")
+    known = [base_tag] + ([previous] if isinstance(previous, str) else [])
+    loaded = load(engine, store, record, base, plan.image_ref, known, report)
+    return record, loaded.image_id
+
+
+def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> object:
+    from .pyscheme import base_scheme
+
+    return base_scheme(engine, base_tag, plan.lock.base.config_digest, store)

@@ -77,11 +77,15 @@ def _overrides(args: argparse.Namespace) -> Overrides:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm)
+    options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm, args.check)
     built = api.build(args.spec, options, store=args.store, report=_reporter(args))
     result = built.result
+    failed = 1 if built.check is not None and not built.check.identical else 0
     if _emit(args, built.to_json()):
-        return 0
+        return failed
+    if built.check is not None:
+        render.check_report(built.check)
+        return failed
     if not result.built:
         render.line(f"{result.image_ref}: up to date, nothing built ({result.image_id})")
         return 0

@@ -65,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cpuset", help="CPUs the compile containers may use, e.g. 0-7")
     p.add_argument("--pids", type=int, help="pid limit per compile container")
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
+    p.add_argument("--check", action="store_true", help="build every layer again from scratch (no cache) "
+                   "and compare bit for bit; exit 1 if they differ")
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for every build container")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
     p.add_argument("--key", type=Path, help="sign the receipt with this private key (default: $SPARKIMG_KEY); "

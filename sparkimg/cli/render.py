@@ -13,10 +13,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import SparkimgError
 from ..events import Event, Kind
+
+if TYPE_CHECKING:
+    from ..build.check import CheckReport
 
 Styled = tuple[str, str]  # (text, style)
 Cell = str | Styled
@@ -109,3 +112,19 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]], *,
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def check_report(report: CheckReport) -> None:
+    """``build --check``: the verdict first, then what differs from the top down, each file with
+    the layer and the input that made it."""
+    if report.identical:
+        line(state("identical", "green"), f": {len(report.compared)} digests compared, every one the same "
+             f"({report.wall_s:.1f} s for the second build)")
+        return
+    line(state("DIFFERS", "bold red"), f": {sum(not c.same for c in report.compared)} of {len(report.compared)} "
+         "compared digests differ between two builds of the same inputs")
+    table("what differs", ["compared", "first build", "second build"],
+          [[c.what, c.first, c.second] for c in report.compared if not c.same])
+    if report.differences:
+        table("files that differ", ["layer", "input", "path", "kind", "detail"],
+              [[d.layer, d.source, d.path, d.kind, d.detail] for d in report.differences])

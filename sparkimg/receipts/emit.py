@@ -44,14 +44,15 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
     where = str(store.record_path(RECORDS, image_key))
     data = store.read_record(RECORDS, image_key)
     kept = Statement.from_json(data, where) if data is not None else None
-    changed = kept is None or kept.image.sha256 != result.image_id
+    changed = kept is None or kept.image.sha256 != result.image_id or (
+        result.check is not None and kept.internal.get("check") != result.check)
     if kept is None or changed:
         kept = statement(
             result.plan.spec, result.plan.lock, image_ref=result.image_ref, image_id=result.image_id,
             image_key=image_key, records=result.records,
             layer_keys={layer.name: layer.key for layer in result.plan.layers},
             blobs=result.blobs, engine=result.engine, started=result.started, finished=result.finished,
-            record_host=record_host)
+            record_host=record_host, oci=result.oci, check=result.check)
     if prewarm is not None:
         kept = kept.with_byproduct(prewarm)
         changed = True

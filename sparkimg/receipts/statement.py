@@ -9,11 +9,13 @@ docs/receipt.md is the reference for every field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
 from ..formats.intoto import rfc3339
 from ..formats.lock import GitPin, PypiPin
+from ..formats.oci import ImageRecord
 from ..formats.record import LayerRecord
 from ..formats.statement import Descriptor, RunMetadata, Statement, Subject
 from ..lock import Lock
@@ -85,8 +87,11 @@ def statement(
     started: float,
     finished: float,
     record_host: bool = False,
+    oci: ImageRecord | None = None,
+    check: Mapping[str, Any] | None = None,
 ) -> Statement:
-    """The in-toto statement for one built image."""
+    """The in-toto statement for one built image: its subjects are the image config (the image ID
+    on docker's classic store) and, where sparkimg wrote the image, its manifest."""
     internal: dict[str, Any] = {
         "platform": lock.platform,
         "cuda_architectures": [a.text for a in spec.cuda_architectures],
@@ -97,6 +102,19 @@ def statement(
         "engine": engine,
         "sparkimg": __version__,
     }
+    subjects = [Subject(image_ref, {"sha256": _hex(oci.config_digest if oci else image_id)},
+                        {"kind": "image-config"})]
+    if oci is not None:
+        subjects.append(Subject(image_ref, {"sha256": _hex(oci.manifest_digest)},
+                                {"kind": "image-manifest", "mediaType": oci.media_type}))
+        internal["assembly"] = {
+            "writer": "sparkimg", "tar": oci.tar_format, "compressor": oci.compressor,
+            "base_manifest": oci.base_manifest,
+            "layers": [{"created_by": layer.created_by, "diff_id": layer.diff_id,
+                        "digest": layer.descriptor.digest, "size": layer.descriptor.size} for layer in oci.layers],
+        }
+    if check is not None:
+        internal["check"] = dict(check)
     if record_host:
         import socket
 
@@ -111,7 +129,7 @@ def statement(
             "key": record.key, "metrics": record.metrics.to_json(), "audit": [dict(a) for a in record.audit],
             "finished": record.finished}))
     return Statement(
-        subjects=(Subject(image_ref, {"sha256": _hex(image_id)}, {"kind": "image-config"}),),
+        subjects=tuple(subjects),
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
                            "digest": {"sha256": _hex(spec.digest)}}},
         internal=internal,

@@ -1,0 +1,105 @@
+"""Put an assembled image into the local engine with ``docker load``, sending only the layers
+the engine lacks.
+
+A ``docker load`` archive is ``manifest.json``, the config and the layer blobs. Docker's
+classic store skips a layer whose chain it already has without opening its file (moby
+``image/tarexport/load.go``), so the archive leaves out every layer whose chain is in an image
+the engine has: the base (``fetch`` pulled it) and the spec's previous image. A patch change
+sends one small layer and the config. Should the engine have lost a layer meanwhile, the load
+is tried once more with every new layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine import Engine
+from ..errors import BuildError, EngineError
+from ..events import Event, Phase, Reporter
+from ..formats import oci
+from ..store import Store
+
+
+@dataclass(frozen=True)
+class Loaded:
+    image_id: str  # what the engine calls it: the config digest (classic store) or the manifest digest
+    sent: int  # layers sent
+
+
+def chain_ids(diff_ids: Sequence[str]) -> list[str]:
+    """The OCI ChainID of each prefix of ``diff_ids``: how the engine names a stack of layers."""
+    chains: list[str] = []
+    for diff_id in diff_ids:
+        if not chains:
+            chains.append(diff_id)
+        else:
+            chains.append("sha256:" + hashlib.sha256(f"{chains[-1]} {diff_id}".encode()).hexdigest())
+    return chains
+
+
+def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
+         known: Iterable[str], report: Reporter) -> Loaded:
+    """Load ``record`` into the engine as ``tag``; ``known`` names images the engine may have whose
+    layers need not be sent."""
+    have: set[str] = set()
+    for reference in known:
+        info = engine.inspect(reference)
+        if info is not None:
+            have.update(chain_ids(info.layers))
+    chains = chain_ids([*base.diff_ids, *(layer.diff_id for layer in record.layers)])
+    base_count = len(base.diff_ids)
+    if not all(chain in have for chain in chains[:base_count]):
+        raise BuildError(f"{tag}: the engine lacks the base's layers", hint="run the build again: fetch pulls the base")
+    needed = [i for i, chain in enumerate(chains[base_count:]) if chain not in have]
+    try:
+        return _load(engine, store, record, base, tag, needed, report)
+    except EngineError:
+        if len(needed) == len(record.layers):
+            raise
+        return _load(engine, store, record, base, tag, list(range(len(record.layers))), report)
+
+
+def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
+          needed: list[int], report: Reporter) -> Loaded:
+    layers = [d.digest for d in base.layers] + [layer.descriptor.digest for layer in record.layers]
+    work = store.temp_dir("load.")
+    try:
+        archive = work / "image.tar"
+        with tarfile.open(archive, "w") as out:
+            _add(out, "manifest.json", oci.docker_archive_manifest(record.config_digest, [tag], layers))
+            out.add(store.blob(_hex(record.config_digest)), oci.blob_path(record.config_digest))
+            for index in needed:
+                digest = record.layers[index].descriptor.digest
+                out.add(store.blob(_hex(digest)), oci.blob_path(digest))
+        report(Event(Phase.ASSEMBLE, f"load {tag}: {len(needed)} of {len(record.layers)} new layer(s) sent",
+                     "image", figures={"sent": len(needed), "bytes": archive.stat().st_size}))
+        engine.load(archive)
+    finally:
+        _remove(work)
+    info = engine.inspect(tag)
+    if info is None or info.id not in (record.config_digest, record.manifest_digest):
+        raise BuildError(f"{tag}: the engine loaded {info.id if info else 'nothing'}, not config "
+                         f"{record.config_digest} / manifest {record.manifest_digest}")
+    return Loaded(info.id, len(needed))
+
+
+def _add(out: tarfile.TarFile, name: str, data: bytes) -> None:
+    import io
+
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    out.addfile(info, io.BytesIO(data))
+
+
+def _remove(work: Path) -> None:
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[1]

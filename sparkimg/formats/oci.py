@@ -1,0 +1,231 @@
+"""OCI image data sparkimg writes itself: descriptors, the image manifest, the image config
+derived from the base's, and the ``manifest.json`` a ``docker load`` archive needs.
+
+Pure: bytes in, bytes out, no I/O. Every document is encoded one way (``encode``: sorted keys,
+no spaces), so its digest is a function of its content. The base's manifest family is kept:
+a base pushed as a Docker schema 2 manifest gets a Docker schema 2 image, an OCI base an OCI
+image, and the base's layer descriptors are copied verbatim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import FetchError
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+FAMILIES = {OCI_MANIFEST: (OCI_CONFIG, OCI_LAYER), DOCKER_MANIFEST: (DOCKER_CONFIG, DOCKER_LAYER)}
+# Config fields that describe the container a legacy builder committed, not the image: dropped.
+_BUILDER_FIELDS = ("container", "container_config", "docker_version", "parent", "id", "comment")
+
+
+def encode(document: Mapping[str, Any]) -> bytes:
+    """The one encoding of an OCI document sparkimg writes."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def rfc3339(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    media_type: str
+    digest: str
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Descriptor:
+        if not isinstance(data, dict):
+            raise FetchError(f"{where}: a descriptor must be an object")
+        media_type, digest, size = data.get("mediaType"), data.get("digest"), data.get("size")
+        if not isinstance(media_type, str) or not isinstance(digest, str) or not digest.startswith("sha256:") \
+                or len(digest) != 71 or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise FetchError(f"{where}: a descriptor needs a mediaType, a sha256 digest and a size")
+        return cls(media_type, digest, size)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A layer sparkimg wrote: its compressed descriptor and its diff_id (the uncompressed digest)."""
+
+    descriptor: Descriptor
+    diff_id: str
+    created_by: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.descriptor.to_json(), "diffID": self.diff_id, "createdBy": self.created_by}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Layer:
+        descriptor = Descriptor.from_json(data, where)
+        diff_id, created_by = data.get("diffID"), data.get("createdBy")
+        if not isinstance(diff_id, str) or not diff_id.startswith("sha256:") or not isinstance(created_by, str):
+            raise FetchError(f"{where}: a layer needs a diffID and createdBy")
+        return cls(descriptor, diff_id, created_by)
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """The pinned base as its registry serves it: manifest and config, bytes kept verbatim."""
+
+    manifest: bytes
+    config: bytes
+
+    @property
+    def manifest_json(self) -> dict[str, Any]:
+        return _object(self.manifest, "base manifest")
+
+    @property
+    def config_json(self) -> dict[str, Any]:
+        return _object(self.config, "base config")
+
+    @property
+    def media_type(self) -> str:
+        media_type = self.manifest_json.get("mediaType") or OCI_MANIFEST
+        if media_type not in FAMILIES:
+            raise FetchError(f"base manifest: unsupported media type {media_type!r}",
+                             hint="pin the base by a platform's image manifest, not an index")
+        return str(media_type)
+
+    @property
+    def layers(self) -> tuple[Descriptor, ...]:
+        found = self.manifest_json.get("layers")
+        if not isinstance(found, list):
+            raise FetchError("base manifest: no layers list")
+        return tuple(Descriptor.from_json(d, f"base manifest layers[{i}]") for i, d in enumerate(found))
+
+    @property
+    def diff_ids(self) -> tuple[str, ...]:
+        rootfs = self.config_json.get("rootfs")
+        ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise FetchError("base config: no rootfs.diff_ids")
+        return tuple(ids)
+
+
+def config(base: BaseImage, *, env: Mapping[str, str], labels: Mapping[str, str], epoch: int,
+           layers: Sequence[Layer]) -> bytes:
+    """The image config: the base's, with env and labels added, ``created`` and the new history
+    entries at the source epoch, and the new layers' diff_ids after the base's."""
+    data = {k: v for k, v in base.config_json.items() if k not in _BUILDER_FIELDS}
+    runtime = dict(data.get("config") or {})
+    runtime.pop("Image", None)  # the legacy builder's parent image ID: a builder detail
+    current = [str(e) for e in runtime.get("Env") or []]
+    names = {e.partition("=")[0]: i for i, e in enumerate(current)}
+    for key, value in sorted(env.items()):
+        if key in names:
+            current[names[key]] = f"{key}={value}"
+        else:
+            current.append(f"{key}={value}")
+    runtime["Env"] = current
+    runtime["Labels"] = {**(runtime.get("Labels") or {}), **labels}
+    created = rfc3339(epoch)
+    history = list(data.get("history") or [])
+    history += [{"created": created, "created_by": layer.created_by, "comment": "sparkimg"} for layer in layers]
+    data.update({
+        "config": runtime,
+        "created": created,
+        "history": history,
+        "rootfs": {"type": "layers", "diff_ids": [*base.diff_ids, *(layer.diff_id for layer in layers)]},
+    })
+    return encode(data)
+
+
+def manifest(base: BaseImage, config_bytes: bytes, layers: Sequence[Layer],
+             annotations: Mapping[str, str] | None = None) -> bytes:
+    """The image manifest: the base's family and layer descriptors verbatim, then the new layers."""
+    media_type = base.media_type
+    config_type, _ = FAMILIES[media_type]
+    document: dict[str, Any] = {
+        "schemaVersion": 2,
+        "mediaType": media_type,
+        "config": Descriptor(config_type, sha256_of(config_bytes), len(config_bytes)).to_json(),
+        "layers": [d.to_json() for d in base.layers] + [layer.descriptor.to_json() for layer in layers],
+    }
+    if annotations and media_type == OCI_MANIFEST:
+        document["annotations"] = dict(annotations)
+    return encode(document)
+
+
+def layer_media_type(base: BaseImage) -> str:
+    return FAMILIES[base.media_type][1]
+
+
+def docker_archive_manifest(config_digest: str, repo_tags: Sequence[str], layer_digests: Sequence[str]) -> bytes:
+    """``manifest.json`` of a ``docker load`` archive whose blobs sit at ``blobs/sha256/HEX``."""
+    return encode_list([{
+        "Config": blob_path(config_digest),
+        "RepoTags": list(repo_tags),
+        "Layers": [blob_path(d) for d in layer_digests],
+    }])
+
+
+def encode_list(items: list[dict[str, Any]]) -> bytes:
+    return json.dumps(items, sort_keys=True, separators=(",", ":")).encode()
+
+
+def blob_path(digest: str) -> str:
+    return "blobs/sha256/" + digest.split(":", 1)[1]
+
+
+def _object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise FetchError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise FetchError(f"{what}: not a JSON object")
+    return data
+
+
+IMAGE_RECORD = "sparkimg-image/1"
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """What an assembly wrote into the store: the digests that name the image everywhere (the
+    config digest is the image ID on Docker's classic store, the manifest digest on a registry
+    and on the containerd store) and the layers sparkimg added on top of the base's."""
+
+    manifest_digest: str
+    config_digest: str
+    media_type: str
+    base_manifest: str
+    layers: tuple[Layer, ...]
+    compressor: str
+    tar_format: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": IMAGE_RECORD, "manifest": self.manifest_digest, "config": self.config_digest,
+                "mediaType": self.media_type, "baseManifest": self.base_manifest,
+                "layers": [layer.to_json() for layer in self.layers], "compressor": self.compressor,
+                "tarFormat": self.tar_format}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ImageRecord:
+        if not isinstance(data, dict) or data.get("schema") != IMAGE_RECORD:
+            raise FetchError(f"{where}: not a {IMAGE_RECORD} record")
+        fields = ("manifest", "config", "mediaType", "baseManifest", "compressor", "tarFormat")
+        if not all(isinstance(data.get(k), str) for k in fields) or not isinstance(data.get("layers"), list):
+            raise FetchError(f"{where}: needs {', '.join(fields)} and layers")
+        layers = tuple(Layer.from_json(d, f"{where}.layers[{i}]") for i, d in enumerate(data["layers"]))
+        return cls(data["manifest"], data["config"], data["mediaType"], data["baseManifest"], layers,
+                   data["compressor"], data["tarFormat"])

@@ -1,0 +1,84 @@
+"""Bit-for-bit reproducible images on the real engine: sparkimg writes the image itself, two
+builds from empty stores give the same digests, and ``build --check`` proves it or names the
+file and the layer that differ."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sparkimg.engine import Engine
+
+from .helpers import cli, copy_demo, spec_text
+
+
+def _forget(engine: Engine, reference: str) -> None:
+    """The image and the engine's build cache gone, so nothing can hand back old bytes."""
+    engine.remove_image(reference)
+    subprocess.run([engine.client, "builder", "prune", "-af"], capture_output=True, check=False)
+
+
+def test_the_demo_from_two_empty_stores_has_one_manifest_and_config_and_check_passes(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    assert cli(capsys, tmp_path / "s0", "lock", str(demo))[0] == 0
+    code, first, _ = cli(capsys, tmp_path / "s1", "build", str(demo), "--json", "--quiet")
+    assert code == 0, first
+    reference = first["image"]["reference"]
+    # The engine's image ID is the config digest sparkimg wrote (docker's classic store).
+    assert first["image"]["id"] == first["oci"]["config"] == engine.image_id(reference)
+    _forget(engine, reference)
+
+    code, second, _ = cli(capsys, tmp_path / "s2", "build", str(demo), "--json", "--quiet")
+    assert code == 0
+    assert second["oci"] == first["oci"]
+    assert second["image"]["id"] == engine.image_id(reference)
+
+    code, checked, _ = cli(capsys, tmp_path / "s2", "build", str(demo), "--check", "--json", "--quiet")
+    assert code == 0, checked["check"]
+    assert checked["check"]["identical"] is True
+    what = {c["what"] for c in checked["check"]["compared"]}
+    assert {"image manifest", "image config", "layer six: diff_id", "layer patches.demo: blob"} <= what
+    assert any(w.startswith("compile demo-kernel: ") for w in what)
+    receipt = json.loads(Path(checked["receipt"]).read_text())
+    import base64
+
+    statement = json.loads(base64.b64decode(receipt["payload"])) if "payload" in receipt else receipt
+    internal = statement["predicate"]["buildDefinition"]["internalParameters"]
+    assert internal["check"]["result"] == "identical"
+    kinds = {s["annotations"]["kind"]: s["digest"]["sha256"] for s in statement["subject"]}
+    assert kinds == {"image-config": first["oci"]["config"].split(":")[1],
+                     "image-manifest": first["oci"]["manifest"].split(":")[1]}
+    engine.remove_image(reference)
+
+
+DATED = ("python3 -c \"import time, zipfile; z = zipfile.ZipFile('/out/t-0-py3-none-any.whl', 'w'); "
+         "[z.writestr(n, d) for n, d in [('t/__init__.py', ''), ('t/built_at.txt', str(time.time_ns())), "
+         "('t-0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: t\\nVersion: 0\\n'), "
+         "('t-0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'), "
+         "('t-0.dist-info/RECORD', '')]]\"")
+
+
+def test_a_layer_that_writes_the_date_fails_check_naming_the_file_and_the_layer(
+    project: object, tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = project(spec_text(demo_base, DATED))  # type: ignore[operator]
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(spec))[0] == 0
+    code, checked, _ = cli(capsys, store, "build", str(spec), "--check", "--json", "--quiet")
+    assert code == 1
+    report = checked["check"]
+    assert report["identical"] is False
+    differing = {c["what"] for c in report["compared"] if not c["same"]}
+    assert "image manifest" in differing and "layer kernel: diff_id" in differing
+    files = {(d["layer"], d["path"], d["kind"]) for d in report["differences"]}
+    assert ("kernel", "t-0-py3-none-any.whl!/t/built_at.txt", "content") in files
+    assert any(layer == "kernel" and path.endswith("/t/built_at.txt") and kind == "content"
+               for layer, path, kind in files)
+    code, text, _ = cli(capsys, store, "build", str(spec), "--check")
+    assert code == 1 and "DIFFERS" in text and "built_at.txt" in text
+    engine.remove_image(checked["image"]["reference"])

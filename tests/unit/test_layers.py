@@ -1,0 +1,171 @@
+"""Deterministic layers and OCI documents: the bytes are a function of the content alone."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tarfile
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkimg.build import layer as layer_mod
+from sparkimg.build.load import chain_ids
+from sparkimg.errors import BuildError, FetchError
+from sparkimg.formats import oci
+from sparkimg.store import Store
+
+EPOCH = 1700000000
+
+
+def _tree(root: Path, files: dict[str, bytes], *, mtime: int, mode: int = 0o644) -> Path:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+        os.utime(path, (mtime, mtime))
+    return root
+
+
+def _layer(root: Path, store: Store, work: Path, **kwargs: object) -> oci.Layer:
+    return layer_mod.write_layer(layer_mod.tree_entries(root) + layer_mod.whiteouts(["/usr/old.py"]), epoch=EPOCH,
+                                 media_type=oci.OCI_LAYER, created_by="test", store=store, work=work)
+
+
+def test_same_content_gives_the_same_bytes_whatever_the_times_modes_and_owners(tmp_path: Path) -> None:
+    files = {"usr/lib/a.py": b"a", "usr/lib/pkg/b.py": b"b" * 5000, "usr/bin/tool": b"#!/bin/sh\n"}
+    one = _tree(tmp_path / "one", files, mtime=1, mode=0o600)
+    two = _tree(tmp_path / "two", dict(reversed(files.items())), mtime=2_000_000_000, mode=0o664)
+    (one / "usr/bin/tool").chmod(0o700)
+    (two / "usr/bin/tool").chmod(0o755)
+    first = _layer(one, Store(tmp_path / "s1"), tmp_path / "w1")
+    second = _layer(two, Store(tmp_path / "s2"), tmp_path / "w2")
+    assert first == second
+    blob = Store(tmp_path / "s1").blob(first.descriptor.digest.split(":")[1])
+    data = blob.read_bytes()
+    assert data[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no time, no name, OS 255
+    assert "sha256:" + hashlib.sha256(gzip.decompress(data)).hexdigest() == first.diff_id
+    with tarfile.open(blob) as archive:
+        members = archive.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(EPOCH, 0, 0, "", "")}
+    modes = {m.name: m.mode for m in members}
+    assert modes["usr/bin/tool"] == 0o755 and modes["usr/lib/a.py"] == 0o644 and modes["usr/lib"] == 0o755
+    assert modes["usr/.wh.old.py"] == 0o644
+    assert not any(m.pax_headers for m in members)
+
+
+def test_a_compressed_blob_is_reused_by_diff_id_and_compressor(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "root", {"a": b"x"}, mtime=1)
+    store = Store(tmp_path / "store")
+    first = _layer(root, store, tmp_path / "w1")
+    record = store.read_record(layer_mod.COMPRESSED, first.diff_id.split(":")[1] + "-"
+                               + hashlib.sha256(layer_mod.COMPRESSOR.encode()).hexdigest()[:16])
+    assert record is not None and record["compressor"] == layer_mod.COMPRESSOR
+    blob = store.blob(first.descriptor.digest.split(":")[1])
+    before = blob.stat().st_mtime_ns
+    assert _layer(root, store, tmp_path / "w2") == first
+    assert blob.stat().st_mtime_ns == before
+    assert zlib.ZLIB_RUNTIME_VERSION in layer_mod.COMPRESSOR
+
+
+def test_hard_links_become_regular_files_and_odd_files_are_refused(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "root", {"a": b"x"}, mtime=1)
+    os.link(root / "a", root / "b")
+    entries = layer_mod.tree_entries(root)
+    assert [(e.path, e.kind) for e in entries] == [("a", "file"), ("b", "file")]
+    os.mkfifo(root / "fifo")
+    with pytest.raises(BuildError, match="fifo"):
+        layer_mod.tree_entries(root)
+
+
+@pytest.mark.parametrize("path", ["/abs", "a/../b", "", "a//b", "./a"])
+def test_an_entry_path_must_be_clean_and_relative(path: str) -> None:
+    with pytest.raises(BuildError):
+        layer_mod.Entry(path, "file", data=b"")
+
+
+def test_an_entry_written_twice_is_refused(tmp_path: Path) -> None:
+    entries = [layer_mod.Entry("a", "file", data=b"1"), layer_mod.Entry("a", "file", data=b"2")]
+    with pytest.raises(BuildError, match="twice"):
+        layer_mod.write_tar(entries, EPOCH, tmp_path / "t.tar")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.from_regex(r"[a-z]{1,8}(/[a-z]{1,8}){0,2}", fullmatch=True), st.binary(max_size=64),
+                       min_size=1, max_size=8))
+def test_any_entry_order_gives_one_tar(tmp_path_factory: pytest.TempPathFactory, files: dict[str, bytes]) -> None:
+    folder = tmp_path_factory.mktemp("order")
+    names = sorted(files)
+    # A name that is also a folder of another cannot be both; keep the files only.
+    names = [n for n in names if not any(o.startswith(n + "/") for o in names)]
+    entries = [layer_mod.Entry(n, "file", data=files[n]) for n in names]
+    one = layer_mod.write_tar(entries, EPOCH, folder / "a.tar")
+    two = layer_mod.write_tar(list(reversed(entries)), EPOCH, folder / "b.tar")
+    assert one == two and (folder / "a.tar").read_bytes() == (folder / "b.tar").read_bytes()
+
+
+def test_chain_ids_follow_the_oci_definition() -> None:
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    chains = chain_ids([a, b])
+    assert chains[0] == a
+    assert chains[1] == "sha256:" + hashlib.sha256(f"{a} {b}".encode()).hexdigest()
+
+
+def _base(media_type: str = oci.DOCKER_MANIFEST) -> oci.BaseImage:
+    config = oci.encode({"architecture": "amd64", "os": "linux", "container": "abc", "docker_version": "20.10",
+                         "config": {"Env": ["PATH=/usr/bin", "LANG=C"], "Image": "sha256:x", "Labels": {"a": "1"}},
+                         "history": [{"created": "2020-01-01T00:00:00Z", "created_by": "import"}],
+                         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "d" * 64]}})
+    manifest = oci.encode({"schemaVersion": 2, "mediaType": media_type,
+                           "config": {"mediaType": oci.DOCKER_CONFIG, "digest": oci.sha256_of(config),
+                                      "size": len(config)},
+                           "layers": [{"mediaType": oci.DOCKER_LAYER, "digest": "sha256:" + "e" * 64, "size": 9}]})
+    return oci.BaseImage(manifest, config)
+
+
+def test_the_config_keeps_the_base_adds_env_labels_and_history_at_the_epoch() -> None:
+    new = oci.Layer(oci.Descriptor(oci.DOCKER_LAYER, "sha256:" + "f" * 64, 5), "sha256:" + "9" * 64, "sparkimg: x")
+    config = json.loads(oci.config(_base(), env={"LANG": "C.UTF-8", "NEW": "1"}, labels={"b": "2"}, epoch=EPOCH,
+                                   layers=[new]))
+    assert config["config"]["Env"] == ["PATH=/usr/bin", "LANG=C.UTF-8", "NEW=1"]
+    assert config["config"]["Labels"] == {"a": "1", "b": "2"}
+    assert "Image" not in config["config"] and "container" not in config and "docker_version" not in config
+    assert config["created"] == "2023-11-14T22:13:20Z"
+    assert config["history"][-1] == {"created": "2023-11-14T22:13:20Z", "created_by": "sparkimg: x",
+                                     "comment": "sparkimg"}
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + "d" * 64, "sha256:" + "9" * 64]
+
+
+def test_the_manifest_keeps_the_base_family_and_its_layer_descriptors_verbatim() -> None:
+    base = _base()
+    new = oci.Layer(oci.Descriptor(oci.layer_media_type(base), "sha256:" + "f" * 64, 5), "sha256:" + "9" * 64, "x")
+    config = oci.config(base, env={}, labels={}, epoch=EPOCH, layers=[new])
+    manifest = json.loads(oci.manifest(base, config, [new]))
+    assert manifest["mediaType"] == oci.DOCKER_MANIFEST and manifest["config"]["mediaType"] == oci.DOCKER_CONFIG
+    assert manifest["layers"][0] == base.manifest_json["layers"][0]
+    assert manifest["layers"][1]["mediaType"] == oci.DOCKER_LAYER
+    assert manifest["config"]["digest"] == oci.sha256_of(config)
+    assert oci.manifest(base, config, [new]) == oci.manifest(base, config, [new])
+
+
+def test_an_index_or_odd_base_manifest_is_a_clear_error() -> None:
+    with pytest.raises(FetchError, match="unsupported media type"):
+        _ = _base("application/vnd.oci.image.index.v1+json").media_type
+    with pytest.raises(FetchError, match="not JSON"):
+        _ = oci.BaseImage(b"{", b"{}").manifest_json
+
+
+def test_the_image_record_round_trips() -> None:
+    new = oci.Layer(oci.Descriptor(oci.OCI_LAYER, "sha256:" + "f" * 64, 5), "sha256:" + "9" * 64, "x")
+    record = oci.ImageRecord("sha256:" + "1" * 64, "sha256:" + "2" * 64, oci.OCI_MANIFEST, "sha256:" + "3" * 64,
+                             (new,), layer_mod.COMPRESSOR, layer_mod.TAR_FORMAT)
+    assert oci.ImageRecord.from_json(record.to_json(), "r") == record
+    with pytest.raises(FetchError):
+        oci.ImageRecord.from_json({**record.to_json(), "layers": [{"digest": "x"}]}, "r")
