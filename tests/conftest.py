@@ -7,6 +7,7 @@ engine fails them instead.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import DEMO_BASE, REGISTRY, REPO, unavailable
+from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, six_wheel, unavailable
+
+_MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
+                        "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+                        "application/vnd.docker.distribution.manifest.list.v2+json"])
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +49,37 @@ def demo_base(engine, registry) -> str:  # type: ignore[no-untyped-def]
     if response.status_code != 200:
         unavailable(f"no demo base {DEMO_BASE}")
     return DEMO_BASE
+
+
+@pytest.fixture(scope="session")
+def six_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The six 1.15.0 and 1.16.0 wheels from the package index, checked by sha256."""
+    folder = tmp_path_factory.mktemp("six-wheels")
+    return {version: six_wheel(version, folder) for version in ("1.15.0", "1.16.0")}
+
+
+@pytest.fixture(scope="session")
+def oldsix_base(engine, registry, demo_base, six_wheels, tmp_path_factory) -> str:  # type: ignore[no-untyped-def]
+    """The demo base with six 1.15.0 installed by the base's own pip (as root, no network), pushed
+    to the loopback registry as OLDSIX_BASE so that specs can lock against it. Reused when the
+    registry has the tag already (pulled if the engine lacks it)."""
+    repository, _, tag = OLDSIX_BASE.removeprefix(f"{REGISTRY}/").rpartition(":")
+    known = requests.get(f"http://{REGISTRY}/v2/{repository}/manifests/{tag}", timeout=5,
+                         headers={"Accept": _MANIFESTS})
+    if known.status_code == 200:
+        if engine.inspect(OLDSIX_BASE) is None:
+            engine.pull(OLDSIX_BASE)
+        return OLDSIX_BASE
+    context = tmp_path_factory.mktemp("oldsix-base")
+    (context / "w").mkdir()
+    shutil.copy(six_wheels["1.15.0"], context / "w")
+    (context / "Dockerfile").write_text(
+        f"FROM {demo_base}\nCOPY w/ /w/\n"
+        "RUN python3 -m pip install --break-system-packages --no-index --no-deps --disable-pip-version-check "
+        "/w/*.whl && rm -rf /w\n")
+    engine.build(context, tags=[OLDSIX_BASE], labels={"dev.sparkimg.test": "oldsix-base"}, build_args={})
+    subprocess.run([engine.client, "push", "-q", OLDSIX_BASE], capture_output=True, text=True, check=True)
+    return OLDSIX_BASE
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from sparkimg.formats.lock import (
 )
 from sparkimg.formats.manifest import CachedFile, CachedModule, PrewarmManifest, Workspace
 from sparkimg.formats.record import LayerRecord, Metrics, Output
+from sparkimg.formats.scheme import BaseScheme, InstalledDist
 from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, Subject
 from sparkimg.lock import Lock
 
@@ -104,6 +105,29 @@ def prewarm_manifest() -> PrewarmManifest:
         modules=(CachedModule("page", {"generator": "flashinfer.jit.page.gen_page_module", "args": [], "kwargs": {}},
                               f"{ws}/cached_ops/page/page.so", files, False, 25.0),),
         created="2026-12-03T00:00:00Z", sparkimg="0.1.0")
+
+
+SITE = "/usr/local/lib/python3.11/dist-packages"
+
+
+def base_scheme(*installed: InstalledDist) -> BaseScheme:
+    """Debian bookworm's python3 as root (``posix_local``), with ``installed`` in its dist-packages."""
+    return BaseScheme(
+        interpreter="/usr/bin/python3", python_version="3.11.2",
+        paths={"purelib": SITE, "platlib": SITE, "scripts": "/usr/local/bin", "data": "/usr/local",
+               "headers": "/usr/include/python3.11"},
+        installed=tuple(sorted(installed, key=lambda d: (d.name, d.dist_info))))
+
+
+def old_six() -> InstalledDist:
+    """six 1.15.0 as Debian's pip installs it: a module, its bytecode and a dist-info folder."""
+    info = f"{SITE}/six-1.15.0.dist-info"
+    return InstalledDist(
+        "six", "1.15.0", info,
+        tuple(sorted([f"{SITE}/six.py", f"{SITE}/__pycache__/six.cpython-311.pyc", *(
+            f"{info}/{name}" for name in ("INSTALLER", "LICENSE", "METADATA", "RECORD", "REQUESTED", "WHEEL",
+                                          "top_level.txt", "direct_url.json"))])),
+        (f"{SITE}/__pycache__", info))
 
 
 # -- fatbins: the 0xBA55ED50 container nvcc puts in a shared object ----------------------------

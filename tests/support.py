@@ -14,12 +14,36 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = "127.0.0.1:5000"
 DEMO_BASE = f"{REGISTRY}/sparkimg/demo-base:bookworm"
+OLDSIX_BASE = f"{REGISTRY}/sparkimg-test/oldsix-base:1"
+# The six wheels the wheel-replacement tests use, by sha256 (PyPI's files).
+SIX_WHEELS = {
+    "1.15.0": "8b74bedcbbbaca38ff6d7491d76f2b06b3592611af620f8426e82dddb04a5ced",
+    "1.16.0": "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254",
+}
 
 
 def unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"integration prerequisite missing under CI=true: {reason} (run scripts/dev-up)")
     pytest.skip(f"{reason}; run scripts/dev-up")
+
+
+def six_wheel(version: str, folder: Path) -> Path:
+    """six VERSION's wheel from the package index (pip download, with this machine's index
+    configuration), checked against its pinned sha256; kept in ``folder`` once downloaded."""
+    import hashlib
+    import sys
+
+    path = folder / f"six-{version}-py2.py3-none-any.whl"
+    if not path.is_file():
+        run = subprocess.run([sys.executable, "-m", "pip", "download", f"six=={version}", "--no-deps",
+                              "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", str(folder)],
+                             capture_output=True, text=True, check=False)
+        if run.returncode != 0 or not path.is_file():
+            unavailable(f"cannot download six {version}: {run.stderr.strip()[-300:]}")
+    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert found == SIX_WHEELS[version], f"{path.name}: sha256 {found}, expected {SIX_WHEELS[version]}"
+    return path
 
 
 def flashinfer_env() -> str:

@@ -14,9 +14,10 @@ from sparkimg.formats.kernels import KernelLabel
 from sparkimg.formats.lock import LockFile
 from sparkimg.formats.manifest import PrewarmManifest
 from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.scheme import BaseScheme
 from sparkimg.formats.statement import Statement, facts
 from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet
-from tests.formats import layer_record, lock_json, prewarm_manifest, statement
+from tests.formats import base_scheme, layer_record, lock_json, old_six, prewarm_manifest, statement
 
 
 def test_canonical_json_is_a_pure_function_of_the_value() -> None:
@@ -69,6 +70,39 @@ def test_layer_record_round_trips() -> None:
     del broken["outputs"][0]["sha256"]
     with pytest.raises(UsageError, match=r"records/layers/KEY\.json: not a sparkimg layer record"):
         LayerRecord.from_json(broken, "records/layers/KEY.json")
+
+
+def test_base_scheme_round_trips() -> None:
+    scheme = base_scheme(old_six())
+    data = scheme.to_json()
+    assert data["schema"] == "sparkimg-scheme/v1"
+    assert BaseScheme.from_json(copy.deepcopy(data), "x") == scheme
+    assert canonical(BaseScheme.from_json(copy.deepcopy(data), "x").to_json()) == canonical(data)
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("schema",), "sparkimg-scheme/v0", "schema must be 'sparkimg-scheme/v1'"),
+    (("interpreter",), "python3", "interpreter must be an absolute normalised path"),
+    (("python_version",), "three", "python_version must be a Python version"),
+    (("paths", "purelib"), "/usr/local/../lib", "paths.purelib must be an absolute normalised path"),
+    (("paths", "headers"), None, "paths.headers must be an absolute normalised path"),
+    (("installed", 0, "name"), "Six", "installed[0].name must be a canonical (PEP 503) distribution name"),
+    (("installed", 0, "version"), "1 .0", "installed[0].version must be a version with no space"),
+    (("installed", 0, "files", 0), "relative.py", "installed[0].files[0] must be an absolute normalised path"),
+    (("installed", 0, "files", 0), "/a/b\nc", "installed[0].files[0] must be an absolute normalised path"),
+    (("installed", 0, "owned_dirs"), ["/b", "/a"], "installed[0].owned_dirs must be sorted and without repeats"),
+    (("installed", 0, "extra"), 1, "installed[0] must be an object with exactly"),
+    (("extra",), 1, "(top level) must be exactly the fields"),
+])
+def test_a_damaged_base_scheme_names_the_field(path: tuple[str | int, ...], value: Any, message: str) -> None:
+    data: Any = base_scheme(old_six()).to_json()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value.replace("\\n", "\n") if isinstance(value, str) else value
+    with pytest.raises(UsageError) as caught:
+        BaseScheme.from_json(data, "records/schemes/X.json")
+    assert caught.value.message.startswith("records/schemes/X.json: ") and message in caught.value.message
 
 
 @pytest.mark.parametrize("metadata", [True, False])

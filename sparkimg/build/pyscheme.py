@@ -1,0 +1,90 @@
+"""Ask a base image, once, where pip would install and what is installed there already.
+
+One small standard-library script (``_scheme_query.py``) runs with the base's ``python3`` in a
+container with no network, 256 MiB of memory and 64 pids, the script mounted read-only and a
+writable ``/sparkimg/out`` for its answer. The answer is a ``BaseScheme``
+(``formats/scheme.py``), kept as a store record (``records/schemes/``) named by the base's
+config digest, the query's version and the script's sha256: it runs once per base.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+from ..engine import Engine, Mount, RunLimits
+from ..errors import BuildError, UsageError
+from ..formats.canonical import loads
+from ..formats.scheme import BaseScheme
+from ..store import Store
+
+QUERY = Path(__file__).with_name("_scheme_query.py")
+QUERY_VERSION = 1  # bump when what the answer means changes (the script's sha256 is in the key too)
+RECORDS = "schemes"
+LIMITS = RunLimits(memory=256 << 20, pids=64)
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def record_name(config_digest: str, script: bytes) -> str:
+    """The store record that holds a base's scheme: config digest, query version, script digest."""
+    return f"{config_digest.split(':', 1)[1]}-q{QUERY_VERSION}-{hashlib.sha256(script).hexdigest()[:16]}"
+
+
+def base_scheme(engine: Engine, base_image: str, config_digest: str, store: Store) -> BaseScheme:
+    """The scheme of the base ``base_image`` (a local image whose ID is ``config_digest``).
+
+    Remembered by the store; a damaged record is asked again. Raises ``BuildError`` when the
+    engine's ``base_image`` is another image, or the base has no working ``python3``.
+    """
+    if not _DIGEST.match(config_digest):
+        raise UsageError(f"base config digest {config_digest!r} is not sha256:HEX")
+    script = QUERY.read_bytes()
+    name = record_name(config_digest, script)
+    where = str(store.record_path(RECORDS, name))
+    known = store.read_record(RECORDS, name)
+    if known is not None:
+        try:
+            return BaseScheme.from_json(known, where)
+        except UsageError:
+            pass  # damaged: ask the base again and write it anew
+    found = engine.image_id(base_image)
+    if found != config_digest:
+        raise BuildError(f"base {base_image}: the engine has {found or 'no such image'}, not {config_digest}",
+                         hint="run `sparkimg fetch SPEC` to pull the pinned base")
+    work = store.temp_dir("scheme.")
+    try:
+        query, out = work / "query", work / "out"
+        query.mkdir()
+        out.mkdir()
+        query.chmod(0o755)
+        out.chmod(0o777)  # the base's user, whoever it is, writes the answer
+        (query / "scheme.py").write_bytes(script)
+        (query / "scheme.py").chmod(0o644)
+        tail: list[str] = []
+
+        def keep(layer: str, phase: str, line: str) -> None:
+            tail.append(line)
+            del tail[:-20]
+
+        result = engine.run_bounded(
+            base_image, ["python3", "/sparkimg/query/scheme.py", "/sparkimg/out/scheme.json"],
+            limits=LIMITS, mounts=[Mount(query, "/sparkimg/query"), Mount(out, "/sparkimg/out", writable=True)],
+            env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}, log=keep, layer="pyscheme",
+            phase="assemble",
+        )
+        output = "".join(f"\n    {line}" for line in tail[-10:])
+        if result.oom_killed or result.exit_code != 0:
+            raise BuildError(f"base {base_image}: asking its python3 for the install scheme failed "
+                             f"(exit {result.exit_code}{', OOM-killed' if result.oom_killed else ''}){output}",
+                             hint="the base needs a python3 on its PATH to install wheels into")
+        try:
+            data = loads((out / "scheme.json").read_bytes())
+        except (OSError, ValueError) as exc:
+            raise BuildError(f"base {base_image}: the scheme query wrote no JSON ({exc}){output}") from None
+        scheme = BaseScheme.from_json(data, f"the scheme of {base_image}")
+        store.write_record(RECORDS, name, scheme.to_json())
+        return scheme
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,299 @@
+"""Wheels staged as pip would install them into a base: files where the base's scheme puts
+them, scripts that start the base's interpreter, an older installed version replaced with
+nothing of it left visible, no path that names the staging folder, and hostile wheels refused.
+The base is a fake ``BaseScheme``; the wheels are real, built here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkimg.build import _scheme_query as query
+from sparkimg.build.pyscheme import RECORDS, base_scheme, record_name
+from sparkimg.build.wheels import Staged, stage_wheels
+from sparkimg.engine import RunResult
+from sparkimg.errors import BuildError
+from sparkimg.formats.scheme import BaseScheme, InstalledDist
+from sparkimg.store import Store
+from tests.formats import SITE, old_six
+from tests.formats import base_scheme as fake_scheme
+
+SCRIPTS = "/usr/local/bin"
+
+
+def _hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *, entry_points: str | None = None,
+               record: bool = True) -> Path:
+    """A wheel as a build backend writes it: the files, a dist-info with METADATA, WHEEL, RECORD."""
+    info = f"{name}-{version}.dist-info"
+    members = dict(files)
+    members[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    members[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    if entry_points is not None:
+        members[f"{info}/entry_points.txt"] = entry_points.encode()
+    lines = [f"{path},{_hash(data)},{len(data)}" for path, data in members.items()] if record else []
+    members[f"{info}/RECORD"] = ("\n".join([*lines, f"{info}/RECORD,,"]) + "\n").encode()
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in members.items():
+            info_ = zipfile.ZipInfo(member, (2020, 1, 1, 0, 0, 0))
+            mode = 0o755 if "/scripts/" in member else 0o644
+            info_.external_attr = (stat.S_IFREG | mode) << 16
+            archive.writestr(info_, data)
+    return path
+
+
+def staged_file(staged: Staged, image_path: str) -> Path:
+    return staged.root / image_path.lstrip("/")
+
+
+def all_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def six(folder: Path, version: str = "1.16.0") -> Path:
+    return make_wheel(folder, "six", version, {"six.py": b"# six\n", f"six-{version}.dist-info/LICENSE": b"MIT\n",
+                                                f"six-{version}.dist-info/top_level.txt": b"six\n"})
+
+
+def test_a_wheel_is_installed_where_the_base_scheme_says(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "demo_pkg", "1.0", {"demo_pkg/__init__.py": b"X = 1\n",
+                                                     "demo_pkg/data/table.txt": b"a b\n"})
+    staged = stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
+    assert staged.installed == (("demo-pkg", "1.0"),)
+    assert staged.removed == ()
+    assert staged.roots == ("/usr/include/python3.11", "/usr/local", SCRIPTS, SITE)
+    info = f"{SITE}/demo_pkg-1.0.dist-info"
+    assert staged_file(staged, f"{SITE}/demo_pkg/__init__.py").read_bytes() == b"X = 1\n"
+    assert staged_file(staged, f"{info}/INSTALLER").read_bytes() == b"sparkimg\n"
+    assert staged_file(staged, f"{info}/REQUESTED").read_bytes() == b""
+    assert not staged_file(staged, f"{info}/direct_url.json").exists()
+    record = staged_file(staged, f"{info}/RECORD").read_text().splitlines()
+    assert sorted(line.split(",")[0] for line in record) == sorted([
+        "demo_pkg/__init__.py", "demo_pkg/data/table.txt", *(f"demo_pkg-1.0.dist-info/{n}" for n in (
+            "INSTALLER", "METADATA", "RECORD", "REQUESTED", "WHEEL"))])
+    files = all_files(staged.root)
+    assert not [f for f in files if f.suffix == ".pyc" or "__pycache__" in f.parts], "no bytecode at all"
+    assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o644"}
+    assert {oct(d.stat().st_mode & 0o777) for d in staged.root.rglob("*") if d.is_dir()} == {"0o755"}
+
+
+def test_scripts_start_the_base_interpreter(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "tool", "2.0", {
+        "tool/__init__.py": b"def main():\n    return 0\n",
+        "tool-2.0.data/scripts/legacy": b"#!python\nprint('legacy')\n",
+        "tool-2.0.data/scripts/run.sh": b"#!/bin/sh\necho run\n",
+    }, entry_points="[console_scripts]\ntool = tool:main\n[gui_scripts]\ntool-gui = tool:main\n")
+    scheme = fake_scheme()
+    staged = stage_wheels([wheel], scheme, tmp_path / "stage")
+    for name in ("tool", "tool-gui", "legacy"):
+        script = staged_file(staged, f"{SCRIPTS}/{name}")
+        assert script.read_bytes().startswith(b"#!/usr/bin/python3\n"), name
+        assert script.stat().st_mode & 0o777 == 0o755
+    assert staged_file(staged, f"{SCRIPTS}/run.sh").read_bytes() == b"#!/bin/sh\necho run\n"
+    assert b"from tool import main" in staged_file(staged, f"{SCRIPTS}/tool").read_bytes()
+    record = staged_file(staged, f"{SITE}/tool-2.0.dist-info/RECORD").read_text()
+    assert "../../../bin/tool," in record and "../../../bin/legacy," in record
+
+
+def test_an_interpreter_with_a_space_gets_the_sh_trampoline(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "tool", "2.0", {"tool/__init__.py": b""},
+                       entry_points="[console_scripts]\nt = tool:m\n")
+    scheme = BaseScheme.from_json({**fake_scheme().to_json(), "interpreter": "/opt/my python/bin/python3"}, "x")
+    staged = stage_wheels([wheel], scheme, tmp_path / "stage")
+    assert staged_file(staged, f"{SCRIPTS}/t").read_bytes().startswith(b"#!/bin/sh\n'''exec' '/opt/my python/bin/")
+
+
+def test_nothing_staged_names_the_staging_folder(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "tool", "2.0", {
+        "tool/__init__.py": b"",
+        "tool-2.0.data/scripts/legacy": b"#!python\n",
+        "tool-2.0.data/data/share/tool/x.txt": b"x\n",
+        "tool-2.0.data/headers/tool.h": b"int x;\n",
+    }, entry_points="[console_scripts]\ntool = tool:main\n")
+    staged = stage_wheels([wheel, six(tmp_path)], fake_scheme(old_six()), tmp_path / "stage")
+    assert staged_file(staged, "/usr/local/share/tool/x.txt").is_file()
+    assert staged_file(staged, "/usr/include/python3.11/tool/tool.h").is_file()
+    needles = [str(staged.root).encode(), str(tmp_path).encode(), str(tmp_path.resolve()).encode()]
+    for path in all_files(staged.root):
+        data = path.read_bytes()
+        assert not [n for n in needles if n in data], path
+    assert not [str(p) for p in staged.removed if str(tmp_path) in p]
+
+
+def test_an_older_installed_version_is_replaced_without_stale_files(tmp_path: Path) -> None:
+    staged = stage_wheels([six(tmp_path)], fake_scheme(old_six()), tmp_path / "stage")
+    assert staged.installed == (("six", "1.16.0"),)
+    # six.py is written again; the old bytecode folder (owned by six alone) and dist-info go.
+    assert staged.removed == (f"{SITE}/__pycache__", f"{SITE}/six-1.15.0.dist-info")
+    assert staged_file(staged, f"{SITE}/six-1.16.0.dist-info/METADATA").is_file()
+
+
+def test_files_only_the_old_version_had_are_removed_one_by_one_or_by_folder(tmp_path: Path) -> None:
+    info = f"{SITE}/pkg-1.0.dist-info"
+    old = InstalledDist("pkg", "1.0", info, tuple(sorted([
+        f"{SITE}/pkg/__init__.py", f"{SITE}/pkg/gone.py", f"{SITE}/pkg/sub/a.py", f"{SITE}/pkg_extra.py",
+        f"{SCRIPTS}/pkg-old", f"{info}/METADATA", f"{info}/RECORD"])), (f"{SITE}/pkg", f"{SITE}/pkg/sub", info))
+    other = InstalledDist("other", "3", f"{SITE}/other-3.dist-info", (f"{SITE}/other.py",), ())
+    wheel = make_wheel(tmp_path, "pkg", "2.0", {"pkg/__init__.py": b"", "pkg/new.py": b""})
+    staged = stage_wheels([wheel], fake_scheme(old, other), tmp_path / "stage")
+    # pkg/ is written into, so only what is gone from it is listed; pkg/sub/ is gone whole.
+    assert staged.removed == (f"{SCRIPTS}/pkg-old", info, f"{SITE}/pkg/gone.py", f"{SITE}/pkg/sub",
+                              f"{SITE}/pkg_extra.py")
+
+
+def test_reinstalling_the_same_version_never_removes_what_it_writes(tmp_path: Path) -> None:
+    info = f"{SITE}/six-1.16.0.dist-info"
+    old = InstalledDist("six", "1.16.0", info, tuple(sorted([
+        f"{SITE}/six.py", f"{info}/METADATA", f"{info}/RECORD", f"{info}/direct_url.json"])), (info,))
+    staged = stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+    assert staged.removed == (f"{info}/direct_url.json",)
+
+
+def test_a_folder_at_or_above_a_scheme_folder_is_never_removed(tmp_path: Path) -> None:
+    old = InstalledDist("six", "1.15.0", f"{SITE}/six-1.15.0.dist-info",
+                        (f"{SITE}/six-1.15.0.dist-info/RECORD", f"{SITE}/six.py"),
+                        (SITE, "/usr/local/lib", f"{SITE}/six-1.15.0.dist-info"))
+    staged = stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+    assert staged.removed == (f"{SITE}/six-1.15.0.dist-info",)
+
+
+def test_a_base_dist_with_no_file_list_cannot_be_replaced(tmp_path: Path) -> None:
+    old = InstalledDist("six", "1.15.0", f"{SITE}/six-1.15.0.egg-info", (), ())
+    with pytest.raises(BuildError, match="no list of its files"):
+        stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+
+
+def test_two_wheels_of_one_distribution_are_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = six(tmp_path / "a", "1.16.0")
+    second = make_wheel(tmp_path / "b", "Six", "1.17.0", {"six.py": b""})
+    with pytest.raises(BuildError, match="both install six"):
+        stage_wheels([first, second], fake_scheme(), tmp_path / "stage")
+
+
+def test_the_staging_root_must_be_empty(tmp_path: Path) -> None:
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "stage" / "x").write_text("")
+    with pytest.raises(BuildError, match="not an empty folder"):
+        stage_wheels([six(tmp_path)], fake_scheme(), tmp_path / "stage")
+
+
+@pytest.mark.parametrize("member", ["../../evil.py", "/tmp/evil.py", "pkg/../../../evil.py",
+                                    "pkg-1.0.data/purelib/../../../evil.py", "pkg\\..\\evil.py"])
+def test_hostile_member_paths_are_refused(tmp_path: Path, member: str) -> None:
+    wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b"", member: b"owned\n"})
+    with pytest.raises(BuildError, match="not a clean relative path"):
+        stage_wheels([wheel], fake_scheme(), tmp_path / "deep" / "er" / "stage")
+    assert not [p for p in tmp_path.rglob("evil.py")]
+    assert not Path("/tmp/evil.py").exists()
+
+
+@pytest.mark.parametrize("name", ["../evil", "sub/evil", ".."])
+def test_hostile_script_names_are_refused(tmp_path: Path, name: str) -> None:
+    wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b""},
+                       entry_points=f"[console_scripts]\n{name} = pkg:main\n")
+    with pytest.raises(BuildError, match=r"pkg-1\.0-py3-none-any\.whl"):
+        stage_wheels([wheel], fake_scheme(), tmp_path / "deep" / "stage")
+    assert not [p for p in tmp_path.rglob("evil")]
+
+
+def test_an_unknown_data_scheme_is_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg-1.0.data/etc/passwd": b"x\n"})
+    with pytest.raises(BuildError, match="cannot install it"):
+        stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
+
+
+def test_a_wheel_whose_record_misses_files_installs_as_with_pip(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b""}, record=False)
+    staged = stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
+    record = staged_file(staged, f"{SITE}/pkg-1.0.dist-info/RECORD").read_text()
+    assert "pkg/__init__.py,sha256=" in record and "pkg-1.0.dist-info/METADATA,sha256=" in record
+
+
+# -- the query the base runs, here against a folder laid out as a base's dist-packages ----------
+
+
+def _dist(site: Path, name: str, version: str, files: Sequence[str]) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    for row in files:
+        target = (site / row).resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("x")
+    (info / "RECORD").write_text("".join(f"{row},,\n" for row in rows))
+
+
+def test_the_query_finds_files_and_owned_folders(tmp_path: Path) -> None:
+    prefix = tmp_path / "usr" / "local"
+    site = prefix / "lib" / "python3.11" / "dist-packages"
+    _dist(site, "Foo_Bar", "1.0", ["foo/__init__.py", "foo/sub/a.py", "shared/one.py", "../../../bin/foo"])
+    (site / "shared" / "other.py").write_text("not foo's")
+    _dist(site, "lonely", "2", ["lonely.py"])
+    roots = sorted({str(site), str(prefix / "bin"), str(prefix)})
+    found = query._installed([str(site)], roots)
+    assert [(d["name"], d["version"]) for d in found] == [("foo-bar", "1.0"), ("lonely", "2")]
+    foo = found[0]
+    info = f"{site}/Foo_Bar-1.0.dist-info"
+    assert foo["files"] == sorted([f"{site}/foo/__init__.py", f"{site}/foo/sub/a.py", f"{site}/shared/one.py",
+                                   f"{prefix}/bin/foo", f"{info}/METADATA", f"{info}/RECORD"])
+    # shared/ holds another file, bin/ and dist-packages/ are scheme folders: none is owned.
+    assert foo["owned_dirs"] == sorted([f"{site}/foo", info])
+    scheme = {"schema": "sparkimg-scheme/v1", "interpreter": "/usr/bin/python3", "python_version": "3.11.2",
+              "paths": {"purelib": str(site), "platlib": str(site), "scripts": str(prefix / "bin"),
+                        "data": str(prefix), "headers": "/usr/include/python3.11"}, "installed": found}
+    assert BaseScheme.from_json(json.loads(json.dumps(scheme)), "x").named("foo-bar")[0].dist_info == info
+
+
+class _HostEngine:
+    """Runs the scheme query with this interpreter instead of a container, and counts the runs."""
+
+    def __init__(self, image_id: str) -> None:
+        self.id, self.runs = image_id, 0
+
+    def image_id(self, reference: str) -> str | None:
+        return self.id
+
+    def run_bounded(self, image: str, command: Sequence[str], *, mounts: Sequence[Any], **kwargs: Any) -> RunResult:
+        import subprocess
+
+        self.runs += 1
+        places = {m.target: str(m.source) for m in mounts}
+        args = [sys.executable, *(next((c.replace(t, s) for t, s in places.items() if c.startswith(t)), c)
+                                  for c in command[1:])]
+        return RunResult(subprocess.run(args, check=False).returncode, False)
+
+
+def test_the_scheme_is_asked_once_per_base_and_remembered(tmp_path: Path) -> None:
+    store, digest = Store(tmp_path / "store"), "sha256:" + "c" * 64
+    engine = _HostEngine(digest)
+    first = base_scheme(engine, "base:1", digest, store)  # type: ignore[arg-type]
+    assert first.interpreter == os.path.normcase(sys.executable)
+    assert first.paths["purelib"] and first.python_version.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")
+    assert base_scheme(engine, "base:1", digest, store) == first  # type: ignore[arg-type]
+    assert engine.runs == 1
+    store.record_path(RECORDS, record_name(digest, query_bytes())).write_text('{"schema": "damaged"}')
+    assert base_scheme(engine, "base:1", digest, store) == first  # type: ignore[arg-type]
+    assert engine.runs == 2
+    with pytest.raises(BuildError, match="not sha256:" + "d" * 8):
+        base_scheme(_HostEngine(digest), "base:1", "sha256:" + "d" * 64, store)  # type: ignore[arg-type]
+
+
+def query_bytes() -> bytes:
+    return Path(query.__file__).read_bytes()
