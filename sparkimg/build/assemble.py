@@ -20,6 +20,7 @@ from ..formats import oci
 from ..formats.canonical import digest_of
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
+from ..formats.scheme import BaseScheme
 from ..plan import Plan
 from ..spec import CompileLayer
 from ..store import Store
@@ -51,7 +52,7 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
     return record if all(store.has(_hex(d)) for d in blobs) else None
 
 
-def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], object],
+def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
              base: oci.BaseImage, report: Reporter, *, cache: bool = True) -> oci.ImageRecord:
     """Write the image's new layers, config and manifest into the store; return its record.
     ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
@@ -99,7 +100,8 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
     return found if store.has(_hex(found.descriptor.digest)) else None
 
 
-def _works(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], object]) -> list[_Work]:
+def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
+           scheme_of: Callable[[], BaseScheme]) -> list[_Work]:
     """The new layers, in order: one per spec layer, then one per baked patch set."""
     works: list[_Work] = []
     installed: dict[str, str] = {}
@@ -127,14 +129,12 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of:
 
 
 def _wheel_work(name: str, wheels: list[tuple[str, str]], base_config: str, store: Store,
-                scheme_of: Callable[[], object], installed: dict[str, str]) -> _Work:
-    from .wheels import stage_wheels
+                scheme_of: Callable[[], BaseScheme], installed: dict[str, str]) -> _Work:
+    from .pyscheme import QUERY, record_name
+    from .wheels import installer_version, stage_wheels
 
     def entries(root: Path) -> list[layer_mod.Entry]:
-        from ..formats.scheme import BaseScheme
-
         scheme = scheme_of()
-        assert isinstance(scheme, BaseScheme)
         folder = root.parent / "wheels"
         folder.mkdir(parents=True)
         paths = []
@@ -157,7 +157,8 @@ def _wheel_work(name: str, wheels: list[tuple[str, str]], base_config: str, stor
         return layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
 
     return _Work(name, f"sparkimg: wheels {' '.join(f for f, _ in wheels)}",
-                 {"wheels": sorted(wheels), "base": base_config}, entries)
+                 {"wheels": sorted(wheels), "scheme": record_name(base_config, QUERY.read_bytes()),
+                  "installer": installer_version()}, entries)
 
 
 def _hex(digest: str) -> str:

@@ -16,6 +16,7 @@ from ..engine import Engine
 from ..events import Event, Kind, Phase, Reporter, silent
 from ..formats.oci import ImageRecord
 from ..formats.record import LayerRecord
+from ..formats.scheme import BaseScheme
 from ..lock import Lock
 from ..plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
 from ..spec import CompileLayer, Spec
@@ -73,7 +74,7 @@ def described(result: BuildResult, store: Store, engine: Engine, report: Reporte
 
     fetched = fetch(result.plan.spec, result.plan.lock, store, None, report=report)
     return replace(result, blobs=dict(fetched.blobs),
-                   engine=_engine_info(engine, engine.builder))
+                   engine=_engine_info(engine, BUILDER if result.oci is not None else engine.builder))
 
 
 def _records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
@@ -171,7 +172,7 @@ def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord]
     return record, loaded.image_id
 
 
-def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> object:
+def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> BaseScheme:
     from .pyscheme import base_scheme
 
     return base_scheme(engine, base_tag, plan.lock.base.config_digest, store)

@@ -209,3 +209,11 @@ def stage_wheels(wheels: Sequence[Path], scheme: BaseScheme, root: Path) -> Stag
     removed = {p for p in removed if not _under_any(p, removed)}  # a folder removed covers what is below it
     _normalise_modes(root)
     return Staged(root, tuple(sorted(removed)), roots, tuple(installed))
+
+
+def installer_version() -> str:
+    """The pypa/installer release that stages wheels: part of a wheel layer's cache key, since
+    another release may lay files out (or write RECORD) differently."""
+    from importlib.metadata import version
+
+    return f"installer-{version('installer')}"

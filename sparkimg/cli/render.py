@@ -125,6 +125,6 @@ def check_report(report: CheckReport) -> None:
          "compared digests differ between two builds of the same inputs")
     table("what differs", ["compared", "first build", "second build"],
           [[c.what, c.first, c.second] for c in report.compared if not c.same])
-    if report.differences:
-        table("files that differ", ["layer", "input", "path", "kind", "detail"],
-              [[d.layer, d.source, d.path, d.kind, d.detail] for d in report.differences])
+    # Lines, not a table: a path is what a person searches for, and a table would cut it short.
+    for d in report.differences:
+        line(f"  layer {d.layer} ({d.source}): {d.path}: {d.kind}" + (f" ({d.detail})" if d.detail else ""))
