@@ -4,6 +4,8 @@ The container runs from the pinned base (by image ID), with the source unpacked 
 ``/src`` (read-only), a host CUDA toolkit at its own path (read-only) when the spec says
 so, and ``/out`` as the only writable mount. A small wrapper records peak memory and
 CPU time from the container's own cgroup before it exits; it starts the command at a fixed pid.
+After the command, every output is normalised (nvcc's pids out of ELF files, each wheel's zip in
+one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store admits it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import io
 import shutil
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 from .._units import format_size
@@ -24,7 +27,7 @@ from ..lock import Lock
 from ..plan import RECORDS, PlannedLayer
 from ..spec import CompileLayer, Spec, substitute
 from ..store import Store
-from . import audit
+from . import audit, elfnames, wheelzip
 from .bounds import Budget
 
 # The first pid the layer's own processes get is PID_FLOOR + 1 (far above the handful a runtime uses).
@@ -141,6 +144,8 @@ def compile_layer(
         if not produced:
             raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
                              hint="make the command write its wheels into /out")
+        for path in produced:
+            _normalise(layer.name, path, lock.source_date_epoch)
         wanted = [a.sm for a in spec.cuda_architectures]
         reports = [r for path in produced for r in audit.audit_output(path, wanted)]
         store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
@@ -164,6 +169,23 @@ def compile_layer(
         return record
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _normalise(layer: str, path: Path, epoch: int) -> None:
+    """Make an output's bytes a function of its content: nvcc's pids out of ELF files (bare or
+    in a wheel), and every wheel's zip rewritten in one fixed form (docs/reproducibility.md)."""
+    if path.suffix == ".whl":
+        try:
+            wheelzip.normalise(path, epoch, rewrite=elfnames.member)
+        except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+            raise BuildError(f"layer {layer}: {path.name} in /out is not a wheel sparkimg can read: {exc}",
+                             hint="write a zip archive (a wheel) to /out") from None
+    elif path.is_file():
+        data = path.read_bytes()
+        if (new := elfnames.neutralise(data)) != data:
+            temp = path.with_name(f".{path.name}.tmp")
+            temp.write_bytes(new)
+            temp.replace(path)
 
 
 def _unpack(blob: Path, target: Path) -> None:
