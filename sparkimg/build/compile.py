@@ -3,7 +3,9 @@
 The container runs from the pinned base (by image ID), with the source unpacked at
 ``/src`` (read-only), a host CUDA toolkit at its own path (read-only) when the spec says
 so, and ``/out`` as the only writable mount. A small wrapper records peak memory and
-CPU time from the container's own cgroup before it exits.
+CPU time from the container's own cgroup before it exits; it starts the command at a fixed pid.
+After the command, every output is normalised (nvcc's pids out of ELF files, each wheel's zip in
+one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store admits it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import io
 import shutil
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 from .._units import format_size
@@ -24,31 +27,41 @@ from ..lock import Lock
 from ..plan import RECORDS, PlannedLayer
 from ..spec import CompileLayer, Spec, substitute
 from ..store import Store
-from . import audit
+from . import audit, elfnames, wheelzip
 from .bounds import Budget
 
+# The first pid the layer's own processes get is PID_FLOOR + 1 (far above the handful a runtime uses).
+PID_FLOOR = 100
 # Peak memory and CPU time from cgroup v1 or v2, as seen from inside the container.
 WRAPPER = r"""#!/bin/sh
-# Written by sparkimg: runs the layer's command, then records cgroup metrics. A watchdog, started
-# first so the command's own processes always get the same pids, waits blocked (no polling, no
-# process started meanwhile) for the lease its sparkimg holds: it comes free only when that
-# sparkimg is gone, and then every process here but this init is killed.
-lease_wait() {
-  [ -n "$SPARKIMG_LEASE" ] && [ -f "$SPARKIMG_LEASE" ] || return 1
-  if command -v flock >/dev/null 2>&1; then flock "$SPARKIMG_LEASE" true 2>/dev/null
+# Written by sparkimg: runs the layer's command, then records cgroup metrics.
+# Pids first: the runtime's own threads use a varying number of pids in this namespace before this
+# script starts, so short-lived children use pids up to PID_FLOOR; the processes below then always
+# get PID_FLOOR + 1, + 2, ..., and a command that starts its processes in order gets the same pids
+# on every build (nvcc names its temp files, and so symbols, by pid: docs/reproducibility.md).
+last=0
+while [ "$last" -lt PID_FLOOR ]; do : & last=$!; wait "$last"; done
+# A watchdog, one process started by one fork before the command (the watcher is chosen with
+# builtins only), waits blocked (no polling) for the lease its sparkimg holds: it comes free only
+# when that sparkimg is gone, and then every process here but this init is killed.
+watchdog=
+if [ -n "$SPARKIMG_LEASE" ] && [ -f "$SPARKIMG_LEASE" ]; then
+  if command -v flock >/dev/null 2>&1; then
+    flock "$SPARKIMG_LEASE" /bin/sh -c \
+      'echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 -1' 2>/dev/null &
+    watchdog=$!
   elif command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX)' "$SPARKIMG_LEASE" 2>/dev/null
-  else return 1; fi
-}
-( if lease_wait; then
-    echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 -1
-  fi ) &
-watchdog=$!
+    python3 -c 'import fcntl, os, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX); sys.stderr.write(
+"sparkimg: the build that started this container is gone; stopping\n"); sys.stderr.flush(); os.kill(-1, 9)' \
+      "$SPARKIMG_LEASE" 2>/dev/null &
+    watchdog=$!
+  fi
+fi
 /bin/sh -c "$SPARKIMG_COMMAND" &
 child=$!
 wait "$child"
 rc=$?
-kill "$watchdog" 2>/dev/null
+[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
 g=/sys/fs/cgroup
 peak=$(cat $g/memory/memory.max_usage_in_bytes 2>/dev/null || cat $g/memory.peak 2>/dev/null || echo null)
 cpu_ns=$(cat $g/cpuacct/cpuacct.usage 2>/dev/null || cat $g/cpu,cpuacct/cpuacct.usage 2>/dev/null || echo null)
@@ -60,6 +73,7 @@ printf '{"exit": %s, "peak_memory": %s, "cpu_ns": %s, "cpu_us": %s}\n' "$rc" "$p
   > /sparkimg/meta/metrics.json
 exit $rc
 """
+WRAPPER = WRAPPER.replace("PID_FLOOR", str(PID_FLOOR))
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -130,6 +144,8 @@ def compile_layer(
         if not produced:
             raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
                              hint="make the command write its wheels into /out")
+        for path in produced:
+            _normalise(layer.name, path, lock.source_date_epoch)
         wanted = [a.sm for a in spec.cuda_architectures]
         reports = [r for path in produced for r in audit.audit_output(path, wanted)]
         store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
@@ -153,6 +169,23 @@ def compile_layer(
         return record
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _normalise(layer: str, path: Path, epoch: int) -> None:
+    """Make an output's bytes a function of its content: nvcc's pids out of ELF files (bare or
+    in a wheel), and every wheel's zip rewritten in one fixed form (docs/reproducibility.md)."""
+    if path.suffix == ".whl":
+        try:
+            wheelzip.normalise(path, epoch, rewrite=elfnames.member)
+        except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+            raise BuildError(f"layer {layer}: {path.name} in /out is not a wheel sparkimg can read: {exc}",
+                             hint="write a zip archive (a wheel) to /out") from None
+    elif path.is_file():
+        data = path.read_bytes()
+        if (new := elfnames.neutralise(data)) != data:
+            temp = path.with_name(f".{path.name}.tmp")
+            temp.write_bytes(new)
+            temp.replace(path)
 
 
 def _unpack(blob: Path, target: Path) -> None:
