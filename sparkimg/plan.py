@@ -19,7 +19,10 @@ from .spec import CompileLayer, Spec, substitute
 from .store import Store
 
 KEY_VERSION = "sparkimg-key/1"
-ASSEMBLY_VERSION = "sparkimg-assembly/1"
+ASSEMBLY_VERSION = "sparkimg-assembly/2"  # 2: sparkimg writes the image (OCI layers), no Dockerfile
+# What a compile layer does to its outputs after the command (``build.compile``: wheel zips in one
+# form, nvcc's pid out of ELF names); a change here means other bytes for the same inputs.
+OUTPUT_FORM = "sparkimg-outputs/1"
 KEY_LABEL = "dev.sparkimg.key"
 RECORDS = "layers"
 
@@ -81,6 +84,7 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
                 "cuda_architectures": ";".join(a.text for a in spec.cuda_architectures),
                 "toolchain": digest_of(lock.toolchain.to_json()),
                 "outputs": layer.outputs,
+                "output_form": OUTPUT_FORM,
             }
             for key, value in sorted(layer.env.items()):
                 inputs[f"env.{key}"] = digest_of(substitute(value, variables))

@@ -82,3 +82,69 @@ def test_a_layer_that_writes_the_date_fails_check_naming_the_file_and_the_layer(
     code, text, _ = cli(capsys, store, "build", str(spec), "--check")
     assert code == 1 and "DIFFERS" in text and "built_at.txt" in text
     engine.remove_image(checked["image"]["reference"])
+
+
+OLDSIX_SPEC = """\
+schema: sparkimg/v1
+name: {name}
+image: sparkimg-test/{name}
+platform: native
+cuda_architectures: ["12.1a"]
+base:
+  image: {base}
+toolchain:
+  cuda: host
+  path: /usr/local/cuda
+sources:
+  six:
+    pypi: six
+    version: "1.16.0"
+    sha256: 8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254
+layers:
+  - name: six
+    kind: wheel
+    source: six
+"""
+
+# What pip itself says inside the image: six's version, every six distribution it can see, and
+# whether each file the installed RECORD lists is there with its hash (pip's own check of RECORD).
+INSPECT_SIX = r"""
+import base64, hashlib, importlib.metadata as md, os, six, sys
+dists = sorted(d.version for d in md.distributions() if (d.metadata['Name'] or '').lower() == 'six')
+dist = md.distribution('six')
+bad = []
+for f in dist.files:
+    if f.hash is None:
+        continue
+    data = open(f.locate(), 'rb').read()
+    if base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode() != f.hash.value:
+        bad.append(str(f))
+site = '/usr/local/lib/python3.11/dist-packages'
+print(six.__version__, dists, sorted(n for n in os.listdir(site) if 'six' in n.lower()), bad,
+      open(dist.locate_file('six-1.16.0.dist-info/INSTALLER')).read().strip())
+"""
+
+
+def test_an_older_wheel_in_the_base_is_replaced_without_stale_files(
+    tmp_path: Path, engine: Engine, oldsix_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uuid
+
+    name = f"oldsix-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(OLDSIX_SPEC.format(name=name, base=oldsix_base))
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(spec))[0] == 0
+    code, built, err = cli(capsys, store, "build", str(spec), "--json", "--quiet")
+    assert code == 0, err
+    reference = built["image"]["reference"]
+    inside = subprocess.run([engine.client, "run", "--rm", "--network", "none", reference, "python3", "-c",
+                             INSPECT_SIX], capture_output=True, text=True, check=True)
+    assert inside.stdout.strip() == "1.16.0 ['1.16.0'] ['six-1.16.0.dist-info', 'six.py'] [] sparkimg"
+    # The base's pip can take it out again, leaving nothing of six behind.
+    gone = subprocess.run([engine.client, "run", "--rm", "--network", "none", reference, "sh", "-c",
+                           "python3 -m pip uninstall -y --break-system-packages six >/dev/null 2>&1; "
+                           "ls /usr/local/lib/python3.11/dist-packages | grep -ci six || true"],
+                          capture_output=True, text=True, check=True)
+    assert gone.stdout.strip() == "0"
+    engine.remove_image(reference)
