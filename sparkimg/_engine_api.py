@@ -1,5 +1,5 @@
 """The Docker Engine API over its local unix socket: which socket the docker client would use,
-and one HTTP GET on it. Standard library only (a leaf module), so the engine adapter and the
+and one HTTP request on it. Standard library only (a leaf module), so the engine adapter and the
 no-op build check can both ask the daemon in about a millisecond without loading anything.
 """
 
@@ -40,17 +40,32 @@ def image_path(reference: str) -> str:
 def http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str]:
     """One HTTP/1.0 GET over a unix socket: (status, body). HTTP/1.0 makes the daemon send the body
     whole and close the connection, so no chunked reading is needed (and no http.client import)."""
+    return _request(socket_path, f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode(), None, timeout)
+
+
+def http_post_file(socket_path: str, path: str, body: Path, content_type: str,
+                   timeout: float = 600) -> tuple[int, str]:
+    """One HTTP/1.0 POST of a file's bytes over a unix socket (``docker load`` is ``POST /images/load``)."""
+    head = (f"POST {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {body.stat().st_size}\r\n\r\n")
+    return _request(socket_path, head.encode(), body, timeout)
+
+
+def _request(socket_path: str, head: bytes, body: Path | None, timeout: float) -> tuple[int, str]:
     import socket
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(socket_path)
-        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+        sock.sendall(head)
+        if body is not None:
+            with body.open("rb") as handle:
+                sock.sendfile(handle)
         chunks = []
         while chunk := sock.recv(1 << 16):
             chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
+    answer_head, _, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    status = answer_head.split(b"\r\n", 1)[0].split()
     if len(status) < 2 or not status[1].isdigit():
-        raise ValueError(f"not an HTTP response: {head[:80]!r}")
-    return int(status[1]), body.decode("utf-8", "replace")
+        raise ValueError(f"not an HTTP response: {answer_head[:80]!r}")
+    return int(status[1]), answer.decode("utf-8", "replace")

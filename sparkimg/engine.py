@@ -250,14 +250,44 @@ class Engine:
         _run([self.client, "tag", source, target])
 
     def load(self, archive: Path) -> str:
-        """``docker load`` a docker-archive tar; return what the engine printed (the loaded names)."""
-        return _run([self.client, "load", "--input", str(archive)]).strip()
+        """``docker load`` a docker-archive tar; return what the engine said (the loaded names). Over
+        the API socket where the client would use it (``POST /images/load``: no client to start)."""
+        if self.api_socket is None:
+            return _run([self.client, "load", "--input", str(archive)]).strip()
+        try:
+            status, body = engine_api.http_post_file(self.api_socket, "/images/load?quiet=1", archive,
+                                                     "application/x-tar")
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: POST /images/load on {self.api_socket}: {exc}",
+                              hint=_NOT_RUNNING_HINT) from None
+        said = []
+        for text in body.splitlines():
+            try:
+                message = loads(text) if text.strip() else {}
+            except ValueError:
+                message = {"stream": text}
+            if not isinstance(message, dict):
+                continue
+            if status != 200 or message.get("error") or message.get("errorDetail"):
+                said_error = message.get("error") or message.get("message") or text
+                raise EngineError(f"the engine refused the image: {said_error}")
+            said.append(str(message.get("stream", "")).strip())
+        if status != 200:
+            raise EngineError(f"the engine refused the image: POST /images/load answered {status}")
+        return "\n".join(s for s in said if s)
 
     def remove_image(self, reference: str) -> None:
         _ok([self.client, "image", "rm", "-f", reference])
 
     def server_version(self) -> str:
         """The daemon's version: the one ``connect`` saw, else asked now."""
+        if self.server is None and self.api_socket is not None:
+            try:
+                status, body = engine_api.http_get(self.api_socket, "/version")
+                version = loads(body).get("Version") if status == 200 else None
+                self.server = str(version) if isinstance(version, str) else None
+            except (OSError, ValueError, AttributeError):
+                self.server = None
         if self.server is None:
             self.server = _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
         return self.server

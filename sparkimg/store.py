@@ -99,7 +99,8 @@ class Store:
     """Blobs under ``blobs/sha256/``, JSON records beside them, temp files under ``tmp/``."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = (root or default_root()).expanduser()
+        # Absolute: folders under it are bind-mounted into containers, which take no relative path.
+        self.root = (root or default_root()).expanduser().absolute()
         self._leases: list[IO[str]] = []
         try:
             for sub in ("blobs/sha256", "tmp", "records", "git"):

@@ -18,6 +18,7 @@ whiteouts of them), never a path the new install writes at or below.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import stat
@@ -211,9 +212,11 @@ def stage_wheels(wheels: Sequence[Path], scheme: BaseScheme, root: Path) -> Stag
     return Staged(root, tuple(sorted(removed)), roots, tuple(installed))
 
 
+@functools.cache
 def installer_version() -> str:
     """The pypa/installer release that stages wheels: part of a wheel layer's cache key, since
-    another release may lay files out (or write RECORD) differently."""
+    another release may lay files out (or write RECORD) differently. Read from its metadata, not
+    by importing it, which a build whose layers are all cached would pay for nothing."""
     from importlib.metadata import version
 
     return f"installer-{version('installer')}"

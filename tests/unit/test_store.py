@@ -95,3 +95,10 @@ def test_sweep_spares_a_live_writer(store: Store) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_relative_store_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work folders under the store are bind-mounted; the engine takes only absolute paths."""
+    monkeypatch.chdir(tmp_path)
+    store = Store(Path("relative-store"))
+    assert store.root == tmp_path / "relative-store" and store.temp_dir("x.").is_absolute()
