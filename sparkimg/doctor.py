@@ -23,9 +23,9 @@ def diagnose() -> list[dict[str, Any]]:
     checks = [_check("python", sys.version_info >= (3, 11), sys.version.split()[0])]
     try:
         engine = Engine.connect()
-        builder = "buildx" if engine.buildx else "BuildKit built into docker build"
         checks.append(_check("engine", True, f"client {engine.client} {engine.version}, "
-                             f"engine {engine.server_version()}, builder: {builder}"))
+                             f"engine {engine.server_version()}; images are written by sparkimg and "
+                             "loaded, so no BuildKit or buildx is needed"))
     except SparkimgError as exc:
         checks.append(_check("engine", False, exc.message))
     v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()

@@ -172,8 +172,13 @@ def _image(reference: str, found: dict[str, Any],
         image_id, labels = resolved.config_digest, (config.get("config") or {}).get("Labels") or {}
         where = "registry"
         checks.append(_manifest_check(found, resolved.manifest_digest, image_id))
-    checks.insert(0, Check("image", "image.id", found.get("image.id"), image_id, image_id == found.get("image.id"),
-                           f"{reference} in the {where}"))
+    # Docker's classic store names an image by its config digest, the containerd store by its
+    # manifest digest: either is the image the receipt names, never a bare ID from elsewhere.
+    manifest = found.get("image.manifest_digest")
+    by_manifest = local is not None and manifest is not None and image_id == manifest
+    checks.insert(0, Check("image", "image.id", found.get("image.id"), image_id,
+                           image_id == found.get("image.id") or by_manifest,
+                           f"{reference} in the {where}" + (" (by its manifest digest)" if by_manifest else "")))
     for label, fact in LABELS.items():
         checks.append(Check("image", f"label {label}", found.get(fact), labels.get(label),
                             labels.get(label) == found.get(fact)))
