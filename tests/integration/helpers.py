@@ -22,7 +22,8 @@ WHEEL = ("python3 -c \"import zipfile; z = zipfile.ZipFile('/out/t-0-py3-none-an
          "\\nVersion: 0\\n'), ('t-0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: "
          "py3-none-any\\n'), ('t-0.dist-info/RECORD', '')]]\"")
 
-SPEC = """\
+# What every test spec starts with: its name, image, base and toolchain.
+HEADER = """\
 schema: sparkimg/v1
 name: {name}
 image: sparkimg-test/{name}
@@ -33,6 +34,8 @@ base:
 toolchain:
   cuda: host
   path: /usr/local/cuda
+"""
+SPEC = HEADER + """\
 sources:
   kernel:
     path: kernel

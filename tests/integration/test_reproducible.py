@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from sparkimg.engine import Engine
+from tests.support import SIX_WHEELS
 
-from .helpers import cli, copy_demo, spec_text
+from .helpers import HEADER, cli, copy_demo, spec_text
 
 
 def _forget(engine: Engine, reference: str) -> None:
@@ -84,22 +85,12 @@ def test_a_layer_that_writes_the_date_fails_check_naming_the_file_and_the_layer(
     engine.remove_image(checked["image"]["reference"])
 
 
-OLDSIX_SPEC = """\
-schema: sparkimg/v1
-name: {name}
-image: sparkimg-test/{name}
-platform: native
-cuda_architectures: ["12.1a"]
-base:
-  image: {base}
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
+OLDSIX_SPEC = HEADER + """\
 sources:
   six:
     pypi: six
     version: "1.16.0"
-    sha256: 8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254
+    sha256: {sha256}
 layers:
   - name: six
     kind: wheel
@@ -132,7 +123,7 @@ def test_an_older_wheel_in_the_base_is_replaced_without_stale_files(
 
     name = f"oldsix-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(OLDSIX_SPEC.format(name=name, base=oldsix_base))
+    spec.write_text(OLDSIX_SPEC.format(name=name, base=oldsix_base, sha256=SIX_WHEELS["1.16.0"]))
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(spec))[0] == 0
     code, built, err = cli(capsys, store, "build", str(spec), "--json", "--quiet")
