@@ -51,3 +51,66 @@ def resolve(package: str, version: str, platform: str) -> WheelPin:
     if not sha256:
         raise ResolveError(f"{package}=={version}: the index gave no sha256 for {url}")
     return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256))
+
+
+SIMPLE_INDEX = "https://pypi.org/simple/"
+_SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+
+
+def index_url() -> str:
+    """The index sdists are looked up in: ``SPARKIMG_PYPI_INDEX``, else pip's ``PIP_INDEX_URL``, else PyPI."""
+    import os
+
+    url = os.environ.get("SPARKIMG_PYPI_INDEX") or os.environ.get("PIP_INDEX_URL") or SIMPLE_INDEX
+    return url if url.endswith("/") else url + "/"
+
+
+def normalise(name: str) -> str:
+    """PEP 503: runs of ``-_.`` become ``-``, lower case."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def sdist_filename_matches(filename: str, package: str, version: str) -> bool:
+    """True when ``filename`` is the sdist of ``package`` ``version`` (``NAME-VERSION.tar.gz``, the
+    name normalised either way PEP 625 or older tools write it)."""
+    if not filename.endswith(".tar.gz") or "/" in filename:
+        return False
+    stem = filename[: -len(".tar.gz")]
+    name, sep, found = stem.rpartition("-")
+    return bool(sep) and found == version and normalise(name) == normalise(package)
+
+
+def resolve_sdist(package: str, version: str) -> WheelPin:
+    """The sdist (``.tar.gz``) of ``package==version`` on the index: file name, URL and sha256,
+    from the index's JSON simple API (PEP 691). pip cannot be asked: resolving an sdist with pip
+    runs its build backend."""
+    import requests  # only a lock that resolves an sdist pays for importing it
+
+    url = f"{index_url()}{normalise(package)}/"
+    try:
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60)
+    except requests.RequestException as exc:
+        raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+    if response.status_code == 404:
+        raise ResolveError(f"no project {package!r} on {index_url()}", hint="check the package name")
+    if response.status_code != 200 or _SIMPLE_JSON not in response.headers.get("Content-Type", ""):
+        raise ResolveError(f"{url}: HTTP {response.status_code} ({response.headers.get('Content-Type')}); "
+                           "the index must serve the JSON simple API (PEP 691)")
+    try:
+        files = response.json()["files"]
+    except (ValueError, KeyError, TypeError):
+        raise ResolveError(f"{url}: not a PEP 691 project page") from None
+    found = [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)
+             and sdist_filename_matches(f["filename"], package, version) and not f.get("yanked")]
+    if not found:
+        raise ResolveError(f"{package}=={version}: the index has no sdist (.tar.gz) for this version",
+                           hint="check the version, or use a wheel (drop 'dist: sdist')")
+    item = found[0]
+    sha256 = (item.get("hashes") or {}).get("sha256")
+    if not isinstance(sha256, str) or len(sha256) != 64:
+        raise ResolveError(f"{package}=={version}: the index gave no sha256 for {item['filename']}")
+    from urllib.parse import urljoin
+
+    return WheelPin(str(item["filename"]), urljoin(url, str(item["url"])).split("#", 1)[0], sha256.lower())

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .lock import Lock
     from .patches import SumProblem
     from .plan import Plan
+    from .preflight import Verdict
     from .prewarm.targets import Target
     from .prewarm.verify import Report as CacheReport
     from .prewarm.warm import Events as PrewarmEvents
@@ -73,17 +74,22 @@ def engine(store: Store) -> Engine:
 class Checked:
     spec: Spec
     lock: Literal["absent", "current"]
+    preflight: tuple[Verdict, ...] = ()
 
 
-def check(spec_path: Path, *, report: Reporter = silent) -> Checked:
-    """Validate a spec, and its lock when there is one; run nothing."""
+def check(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Checked:
+    """Validate a spec, and its lock when there is one; with a lock, run the preflight on its
+    vLLM sources (PreflightError when vLLM would collapse a requested architecture). No container
+    runs; a vLLM source not yet in the store is fetched (verified by its pin) to be read."""
     from . import lock as lock_mod
+    from . import preflight
 
     spec = load(spec_path, report)
     if not lock_mod.lock_path(spec).exists():
         return Checked(spec, "absent")
-    lock_mod.load_checked(spec)
-    return Checked(spec, "current")
+    the_store = _store(store)
+    lock = lock_mod.load_checked(spec, the_store)
+    return Checked(spec, "current", tuple(preflight.run(spec, lock, the_store, report=report)))
 
 
 def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (),
@@ -119,10 +125,12 @@ def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silen
     from . import lock as lock_mod
     from .build.image import built_image
     from .plan import compute, image_key
+    from .preflight import run as run_preflight
 
     spec = load(spec_path, report)
     the_store = _store(store)
     lock = lock_mod.load_checked(spec, the_store)
+    run_preflight(spec, lock, the_store, report=report)
     try:
         image_id = built_image(engine(the_store), spec, image_key(spec, lock))
     except EngineError as exc:

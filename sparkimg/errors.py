@@ -85,3 +85,8 @@ class AuditError(BuildError):
     """A compiled shared object lacks code for a requested CUDA architecture."""
 
     exit_code = 6
+
+
+class PreflightError(AuditError):
+    """A requested CUDA architecture would be dropped or collapsed by the source's own build logic
+    (vLLM's ``CUDA_SUPPORTED_ARCHS`` selection): the audit's failure, predicted before any compile."""

@@ -29,6 +29,7 @@ class Phase(StrEnum):
     PREWARM = "prewarm"
     VERIFY = "verify"
     CHECK = "check"
+    PREFLIGHT = "preflight"
 
 
 class Kind(StrEnum):

@@ -41,7 +41,7 @@ def base_tag(spec: Spec, lock: Lock) -> str:
 def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report: Reporter = silent) -> Fetched:
     blobs: dict[str, str] = {}
     for name, entry in lock.sources.items():
-        blobs[name] = _fetch_source(spec, name, entry, store, report)
+        blobs[name] = fetch_source(spec, name, entry, store, report)
     patch_blobs: dict[str, dict[str, str]] = {}
     for name, patch_set in lock.patches.items():
         folder = spec.root / patch_set.dir
@@ -106,7 +106,8 @@ def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, report: Reporter = sil
     return tag
 
 
-def _fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: Reporter) -> str:
+def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: Reporter = silent) -> str:
+    """One locked source into the store (verified by its pin); its blob's sha256."""
     if isinstance(entry, PypiPin):
         if store.has(entry.sha256):
             return entry.sha256

@@ -34,7 +34,7 @@ from .formats.lock import (
     ToolchainPin,
     TreeFile,
 )
-from .spec import GitSource, PatchSet, PathSource, PypiSource, Spec
+from .spec import CompileLayer, GitSource, PatchSet, PathSource, PypiSource, Spec
 from .store import Store, sha256_file, write_atomic
 
 if TYPE_CHECKING:
@@ -73,6 +73,10 @@ class Lock:
     @property
     def toolchain(self) -> ToolchainPin:
         return self.model.toolchain
+
+    @property
+    def source_patches(self) -> Mapping[str, str]:
+        return self.model.source_patches
 
     @property
     def source_date_epoch(self) -> int:
@@ -156,6 +160,7 @@ def resolve(
         sources=sources,
         patches=patches,
         toolchain=_toolchain(spec, store),
+        source_patches=source_patch_pins(spec),
     )
 
 
@@ -227,6 +232,12 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
     if model.toolchain != _toolchain(spec, store):
         problems.append("toolchain: the CUDA toolkit differs from the one locked")
+    found_patches = source_patch_pins(spec)
+    for listed in sorted(set(found_patches) | set(model.source_patches)):
+        if found_patches.get(listed) != model.source_patches.get(listed):
+            state = ("is not in the lock" if listed not in model.source_patches else
+                     "is no longer listed" if listed not in found_patches else "changed since the lock")
+            problems.append(f"source_patches: {listed} {state}")
     if problems:
         raise LockError(f"{lock.path} disagrees with {spec.path.name}:\n" +
                         "\n".join(f"  {p}" for p in problems), hint=relock)
@@ -258,12 +269,15 @@ def _source_pins(name: str, source: GitSource | PypiSource, pin: SourcePin) -> l
     else:
         if not isinstance(pin, PypiPin):
             return [f"{where}: lock holds a {pin.kind} source, spec has pypi"]
-        wheel = wheel_name_version(pin.filename)
+        if source.dist == "sdist":
+            matches = _pypi.sdist_filename_matches(pin.filename, source.package, source.version)
+        else:
+            matches = wheel_name_version(pin.filename) == (_norm(source.package), source.version)
         wrong = [f"package {pin.package} (spec: {source.package})"
                  if _norm(pin.package) != _norm(source.package) else "",
                  f"version {pin.version} (spec: {source.version})" if pin.version != source.version else "",
-                 f"wheel {pin.filename} (not {source.package} {source.version})"
-                 if wheel != (_norm(source.package), source.version) else "",
+                 f"dist {pin.dist} (spec: {source.dist})" if pin.dist != source.dist else "",
+                 f"{source.dist} {pin.filename} (not {source.package} {source.version})" if not matches else "",
                  f"sha256 {pin.sha256} (spec: {source.sha256})"
                  if source.sha256 and pin.sha256 != source.sha256 else "",
                  f"filename {pin.filename} (spec: {source.filename})"
@@ -292,8 +306,11 @@ def _rel(path: Path) -> str:
 def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
     if isinstance(source, GitSource):
         return {"git": source.url, "ref": source.ref, "commit": source.commit}
-    return {"pypi": source.package, "version": source.version, "sha256": source.sha256,
-            "filename": source.filename}
+    entry = {"pypi": source.package, "version": source.version, "sha256": source.sha256,
+             "filename": source.filename}
+    if source.dist != "wheel":  # a wheel's entry stays as older locks recorded it
+        entry["dist"] = source.dist
+    return entry
 
 
 def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
@@ -302,13 +319,30 @@ def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
         repo = _git.mirror(store, source.url)
         pin = _git.resolve(repo, source.url, source.ref, source.commit)
         return GitPin(entry_spec, source.url, source.ref, pin.commit, pin.tree, pin.committed)
-    pin_ = _pypi.resolve(source.package, source.version, platform)
+    if source.dist == "sdist":
+        pin_ = _pypi.resolve_sdist(source.package, source.version)
+    else:
+        pin_ = _pypi.resolve(source.package, source.version, platform)
     if source.sha256 and pin_.sha256 != source.sha256:
         raise ResolveError(f"sources.{source.name}: the index serves {pin_.filename} with sha256 "
                            f"{pin_.sha256}, the spec pins {source.sha256}")
     if source.filename and pin_.filename != source.filename:
-        raise ResolveError(f"sources.{source.name}: pip chose {pin_.filename}, the spec pins {source.filename}")
-    return PypiPin(entry_spec, source.package, source.version, pin_.filename, pin_.url, pin_.sha256)
+        raise ResolveError(f"sources.{source.name}: the index gives {pin_.filename}, the spec pins {source.filename}")
+    return PypiPin(entry_spec, source.package, source.version, pin_.filename, pin_.url, pin_.sha256,
+                   dist=source.dist)
+
+
+def source_patch_pins(spec: Spec) -> dict[str, str]:
+    """Every compile layer's ``source_patches``: path under the root -> sha256 of the file now."""
+    pins: dict[str, str] = {}
+    for layer in spec.layers:
+        if not isinstance(layer, CompileLayer):
+            continue
+        for written in layer.source_patches:
+            data = read_input(spec.root / written, 64 * MiB,
+                              hint="source_patches name patch files under the spec's root")
+            pins[written] = patches_mod.digests(data)["sha256"]
+    return pins
 
 
 def _path_entry(spec: Spec, source: PathSource) -> PathPin:

@@ -88,6 +88,9 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
             }
             for key, value in sorted(layer.env.items()):
                 inputs[f"env.{key}"] = digest_of(substitute(value, variables))
+            # Patches applied to the source, in order (only when listed: other keys stay as they were).
+            for index, written in enumerate(layer.source_patches):
+                inputs[f"source_patch.{index}"] = f"{lock.source_patches.get(written, '')} {written}"
             kind = "compile"
         else:
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"

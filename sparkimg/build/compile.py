@@ -10,18 +10,19 @@ one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store ad
 
 from __future__ import annotations
 
-import io
+import hashlib
 import shutil
-import tarfile
 import time
 import zipfile
 from pathlib import Path
 
+from .. import _sdist, _srcpatch
 from .._units import format_size
 from ..engine import Engine, Mount, RunLimits
-from ..errors import AuditError, BuildError, OOMError
+from ..errors import AuditError, BuildError, LockError, OOMError
 from ..events import Event, Kind, Phase, Reporter
 from ..formats.canonical import loads
+from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord, Metrics, Output
 from ..lock import Lock
 from ..plan import RECORDS, PlannedLayer
@@ -97,7 +98,7 @@ def compile_layer(
             folder.mkdir()
         out.chmod(0o777)
         meta.chmod(0o777)
-        _unpack(store.blob(source_blob), src)
+        prepare_source(spec, lock, layer, store.blob(source_blob), src)
         (tools / "run.sh").write_text(WRAPPER)
         mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
                   Mount(meta, "/sparkimg/meta", writable=True)]
@@ -188,9 +189,20 @@ def _normalise(layer: str, path: Path, epoch: int) -> None:
             temp.replace(path)
 
 
-def _unpack(blob: Path, target: Path) -> None:
-    with tarfile.open(fileobj=io.BytesIO(blob.read_bytes())) as archive:
-        archive.extractall(target, filter="data")
+def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, blob: Path, target: Path) -> None:
+    """The layer's /src: its source unpacked (an sdist without its top folder), then its
+    ``source_patches`` applied in order, each checked against the sha256 the lock pins."""
+    pin = lock.sources[layer.source]
+    sdist = isinstance(pin, PypiPin) and pin.dist == "sdist"
+    what = f"sources.{layer.source}" + (f" ({pin.filename})" if isinstance(pin, PypiPin) else "")
+    _sdist.unpack(blob, target, strip=sdist, what=what)
+    for written in layer.source_patches:
+        data = (spec.root / written).read_bytes()
+        pinned = lock.source_patches.get(written)
+        if pinned is None or hashlib.sha256(data).hexdigest() != pinned:
+            raise LockError(f"layer {layer.name}: source patch {written} differs from the lock",
+                            hint=f"run `sparkimg lock {spec.path.name}`")
+        _srcpatch.apply(target, data, f"layer {layer.name}: source patch {written}")
 
 
 def _metrics(path: Path, wall: float) -> Metrics:

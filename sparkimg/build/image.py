@@ -111,6 +111,12 @@ def build(
 
     plan = compute(spec, lock, store)
     fetched = fetch(spec, lock, store, engine, report=report)
+    # vLLM's own architecture selection, before any compile starts (answered from the store when
+    # asked before): a collapse fails here in a second instead of at the audit hours later.
+    if any(not plan.layer(layer.name).cached for layer in spec.layers if isinstance(layer, CompileLayer)):
+        from ..preflight import run as run_preflight
+
+        run_preflight(spec, lock, store, report=report)
     assert fetched.base_tag is not None
     records: dict[str, LayerRecord] = {}
     built: list[str] = []

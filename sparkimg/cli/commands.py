@@ -32,8 +32,9 @@ def _emit(args: argparse.Namespace, data: dict[str, Any]) -> bool:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    checked = api.check(args.spec, report=_reporter(args))
-    if not _emit(args, {"ok": True, "spec": str(args.spec), "name": checked.spec.name, "lock": checked.lock}):
+    checked = api.check(args.spec, store=args.store, report=_reporter(args))
+    if not _emit(args, {"ok": True, "spec": str(args.spec), "name": checked.spec.name, "lock": checked.lock,
+                        "preflight": [v.to_json() for v in checked.preflight]}):
         render.line(f"{args.spec}: ok ({len(checked.spec.layers)} layers; lock {checked.lock})")
     return 0
 

@@ -163,7 +163,8 @@ class GitPin:
 
 @dataclass(frozen=True)
 class PypiPin:
-    """A PyPI wheel: the file pip chose, where it came from, and its sha256."""
+    """A PyPI file: the wheel pip chose (``dist: wheel``) or the version's sdist (``dist: sdist``),
+    where it came from, and its sha256. A lock without ``dist`` (older locks) pins a wheel."""
 
     spec: Mapping[str, Any]
     package: str
@@ -172,22 +173,31 @@ class PypiPin:
     url: str
     sha256: str
     kind: Literal["pypi"] = "pypi"
+    dist: Literal["wheel", "sdist"] = "wheel"
 
     @property
     def identity(self) -> dict[str, str]:
+        """What a compile layer built from this file depends on: its bytes."""
         return {"sha256": self.sha256}
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "pypi", "package": self.package, "version": self.version, "filename": self.filename,
-                "url": self.url, "sha256": self.sha256, "spec": dict(self.spec)}
+        out = {"kind": "pypi", "package": self.package, "version": self.version, "filename": self.filename,
+               "url": self.url, "sha256": self.sha256, "spec": dict(self.spec)}
+        if self.dist != "wheel":  # a wheel's entry stays as older locks wrote it
+            out["dist"] = self.dist
+        return out
 
     @classmethod
     def from_json(cls, r: _Reader) -> PypiPin:
         url = r.text("url")
         if not url.startswith(("https://", "http://", "file://")):
             raise r._fail("url", "an https://, http:// or file:// URL")
-        return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), r.name("filename", ".whl"), url,
-                   r.hex("sha256", 64))
+        dist = r.data.get("dist", "wheel")
+        if dist not in ("wheel", "sdist"):
+            raise r._fail("dist", "'wheel' or 'sdist'")
+        filename = r.name("filename", ".whl" if dist == "wheel" else ".tar.gz")
+        return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), filename, url,
+                   r.hex("sha256", 64), dist=dist)
 
 
 @dataclass(frozen=True)
@@ -313,6 +323,8 @@ class LockFile:
     patches: Mapping[str, PatchSetPin]
     toolchain: ToolchainPin
     schema: str = field(default=SCHEMA)
+    # Compile layers' ``source_patches``: path under the root -> sha256 (absent in older locks).
+    source_patches: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -327,6 +339,7 @@ class LockFile:
             "sources": {name: pin.to_json() for name, pin in self.sources.items()},
             "patches": {name: pin.to_json() for name, pin in self.patches.items()},
             "toolchain": self.toolchain.to_json(),
+            **({"source_patches": dict(sorted(self.source_patches.items()))} if self.source_patches else {}),
         }
 
     @classmethod
@@ -360,6 +373,13 @@ class LockFile:
             else:
                 raise entry._fail("kind", "'git', 'pypi' or 'path'")
         patches = {str(name): PatchSetPin.from_json(r.obj("patches").obj(name)) for name in r.mapping("patches")}
+        source_patches: dict[str, str] = {}
+        if "source_patches" in data:
+            listed = r.obj("source_patches")
+            for written in r.mapping("source_patches"):
+                if not clean_relative(str(written)):
+                    raise r._fail("source_patches", f"keyed by clean paths under the root (not {written!r})")
+                source_patches[str(written)] = listed.hex(str(written), 64)
         return cls(r.text("generator"), spec.text("file"), spec.digest("digest"), r.text("created"), r.text("platform"),
                    tuple(archs), r.count("source_date_epoch"), BasePin.from_json(r.obj("base")), sources, patches,
-                   ToolchainPin.from_json(r.obj("toolchain")))
+                   ToolchainPin.from_json(r.obj("toolchain")), source_patches=source_patches)

@@ -56,6 +56,15 @@ class BuildTree:
             return None
         return resolved
 
+    def file(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        resolved = self.inside(root, written, path, c)
+        if resolved is None:
+            return None
+        if not resolved.is_file():
+            c.problem(path, "must be a regular file")
+            return None
+        return resolved
+
     def patch_files(self, folder: Path, path: KeyPath, c: Checker) -> tuple[PatchFile, ...] | None:
         """Read ``mounts.txt``: one ``FILE CONTAINER_PATH`` per line, ``#`` comments."""
         mounts = folder / "mounts.txt"

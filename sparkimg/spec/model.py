@@ -98,6 +98,8 @@ class PypiSource:
     sha256: str | None
     filename: str | None
     kind: Literal["pypi"] = "pypi"
+    # ``wheel`` (installed by a wheel layer) or ``sdist`` (the .tar.gz a compile layer builds from).
+    dist: Literal["wheel", "sdist"] = "wheel"
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,9 @@ class CompileLayer:
     outputs: str
     bounds: Bounds
     kind: Literal["compile"] = "compile"
+    # Patch files (paths under the root, as written) applied with ``patch -p1`` to the unpacked
+    # source before the command runs; pinned in the lock, part of the layer's key.
+    source_patches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ build tree is absent.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
@@ -61,11 +62,11 @@ TOP_KEYS = (
 BASE_KEYS = ("image", "digest")
 TOOLCHAIN_KEYS = ("cuda", "path")
 GIT_KEYS = ("git", "ref", "commit")
-PYPI_KEYS = ("pypi", "version", "sha256", "filename")
+PYPI_KEYS = ("pypi", "version", "dist", "sha256", "filename")
 PATH_KEYS = ("path",)
 COMPILE_KEYS = (
     "name", "kind", "source", "command", "env", "outputs", "memory", "cpus",
-    "cpuset", "pids", "job_memory",
+    "cpuset", "pids", "job_memory", "source_patches",
 )
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
@@ -97,6 +98,9 @@ class Disk(Protocol):
     def folder(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
         """As ``inside``, and it must be a folder."""
 
+    def file(self, root: Path, written: str, path: KeyPath, c: Checker) -> Path | None:
+        """As ``inside``, and it must be a regular file."""
+
     def patch_files(self, folder: Path, path: KeyPath, c: Checker) -> tuple[PatchFile, ...] | None:
         """The patch files of a patch set folder and where each is mounted (its ``mounts.txt``)."""
 
@@ -123,7 +127,7 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
     base = _base(data, c)
     toolchain = _toolchain(data, c)
     sources = _sources(data, c, root, disk)
-    layers = _layers(data, c, sources)
+    layers = _layers(data, c, sources, root, disk)
     patches = _patches(data, c, root, {layer.name for layer in layers}, disk)
     env = _str_map(data, "env", (), c, env_keys=True)
     _credentials(env, ("env",), c, "will be visible in the image's config and history (docker inspect) to "
@@ -326,17 +330,25 @@ def _pypi(name: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> Source
     if version is not None and not _EXACT_VERSION.match(version):
         c.problem((*path, "version"), f"'{version}' is a range, not a pin; write one exact version")
         return None
+    dist = entry.get("dist", "wheel")
+    if dist not in ("wheel", "sdist"):
+        c.problem((*path, "dist"), f"must be 'wheel' (a built wheel, the default) or 'sdist' (the source "
+                  f".tar.gz, for a compile layer), not {dist!r}")
+        return None
+    what = "wheel's" if dist == "wheel" else "sdist's (.tar.gz)"
     sha256 = c.string(entry, "sha256", path, required=False)
     if sha256 is not None and not _SHA256.match(sha256):
-        c.problem((*path, "sha256"), "must be 64 lower-case hex digits (the wheel's sha256)")
+        c.problem((*path, "sha256"), f"must be 64 lower-case hex digits (the {what} sha256)")
         return None
     filename = c.string(entry, "filename", path, required=False)
-    if filename is not None and not filename.endswith(".whl"):
-        c.problem((*path, "filename"), f"'{filename}' is not a wheel file name (*.whl)")
+    suffix = ".whl" if dist == "wheel" else ".tar.gz"
+    if filename is not None and (not filename.endswith(suffix) or "/" in filename):
+        c.problem((*path, "filename"), f"'{filename}' is not a{' wheel' if dist == 'wheel' else 'n sdist'} "
+                  f"file name (*{suffix})")
         return None
     if package is None or version is None:
         return None
-    return PypiSource(name, package, version, sha256, filename)
+    return PypiSource(name, package, version, sha256, filename, dist=dist)
 
 
 def _path(
@@ -352,7 +364,8 @@ def _path(
     return PathSource(name, resolved, written)
 
 
-def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source]) -> list[Layer]:
+def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source], root: Path | None,
+            disk: Disk) -> list[Layer]:
     value = data.get("layers")
     if value is None:
         c.problem(("layers",), "is required; list at least one compile or wheel layer")
@@ -391,13 +404,18 @@ def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source]) -> lis
             if source is not None and source.kind != "pypi":
                 c.problem((*path, "source"), f"a wheel layer takes a pypi source; '{source_name}' is {source.kind}")
                 continue
+            if isinstance(source, PypiSource) and source.dist == "sdist":
+                c.problem((*path, "source"), f"a wheel layer installs a built wheel; '{source_name}' is an sdist "
+                          "(dist: sdist), which must be compiled: use kind: compile with a command that builds "
+                          f"it, or drop 'dist: sdist' from sources.{source_name}")
+                continue
             layers.append(WheelLayer(name, source_name))
             continue
-        if source is not None and source.kind == "pypi":
-            c.problem((*path, "source"), f"a compile layer builds from git or path; '{source_name}' is a pypi "
-                      "wheel (use kind: wheel)")
+        if isinstance(source, PypiSource) and source.dist != "sdist":
+            c.problem((*path, "source"), f"a compile layer builds from git, path or a pypi sdist; '{source_name}' "
+                      f"is a pypi wheel (use kind: wheel, or add 'dist: sdist' to sources.{source_name})")
             continue
-        layer = _compile(name, source_name, entry, path, c)
+        layer = _compile(name, source_name, entry, path, c, root, disk)
         if layer is not None:
             layers.append(layer)
     return layers
@@ -417,7 +435,8 @@ def _layer_source(
     return None
 
 
-def _compile(name: str, source: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> CompileLayer | None:
+def _compile(name: str, source: str, entry: dict[str, Any], path: KeyPath, c: Checker, root: Path | None,
+             disk: Disk) -> CompileLayer | None:
     command = c.string(entry, "command", path, required=True,
                        hint="the shell command that writes wheels to /out")
     env = _str_map(entry, "env", path, c, env_keys=True)
@@ -434,9 +453,38 @@ def _compile(name: str, source: str, entry: dict[str, Any], path: KeyPath, c: Ch
     if not isinstance(outputs, str) or not outputs.endswith(".whl"):
         c.problem((*path, "outputs"), "must be a glob of wheel files in /out, e.g. '*.whl'")
     bounds = _bounds(entry, path, c)
-    if command is None or bounds is None:
+    patches = _source_patches(entry, path, c, root, disk)
+    if command is None or bounds is None or patches is None:
         return None
-    return CompileLayer(name, source, command, env, str(outputs), bounds)
+    return CompileLayer(name, source, command, env, str(outputs), bounds, source_patches=patches)
+
+
+def _source_patches(entry: dict[str, Any], path: KeyPath, c: Checker, root: Path | None,
+                    disk: Disk) -> tuple[str, ...] | None:
+    """A compile layer's ``source_patches``: patch files under the root, each listed once."""
+    value = entry.get("source_patches", [])
+    where = (*path, "source_patches")
+    if not isinstance(value, list):
+        c.problem(where, "must be a list of patch files under the root, e.g. "
+                  "['patches/vllm-gb10-archs/cuda13-sm121.patch']")
+        return None
+    found: list[str] = []
+    ok = True
+    for index, item in enumerate(value):
+        written = _relative(root, item, (*where, index), c)
+        if written is None:
+            ok = False
+            continue
+        clean = PurePath(os.path.normpath(written)).as_posix()  # the lock and the key use this form
+        if clean in found:
+            c.problem((*where, index), f"'{written}' is listed twice; list each patch once")
+            ok = False
+            continue
+        if root is not None and disk.file(root, written, (*where, index), c) is None:
+            ok = False
+            continue
+        found.append(clean)
+    return tuple(found) if ok else None
 
 
 def _bounds(entry: dict[str, Any], path: KeyPath, c: Checker) -> Bounds | None:

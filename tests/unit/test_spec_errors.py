@@ -62,7 +62,22 @@ CASES: list[tuple[str, str, str, str]] = [
     ("layer-unknown-source", "    source: kernel", "    source: kernal", "layers[0].source: unknown source "
      "'kernal'; did you mean 'kernel'?"),
     ("layer-compile-from-wheel", "    source: kernel", "    source: six", "layers[0].source: a compile layer builds "
-     "from git or path; 'six' is a pypi wheel (use kind: wheel)"),
+     "from git, path or a pypi sdist; 'six' is a pypi wheel (use kind: wheel, or add 'dist: sdist' to sources.six)"),
+    ("wheel-layer-from-sdist", 'version: "1.16.0"', 'version: "1.16.0"\n    dist: sdist', "layers[1].source: a wheel "
+     "layer installs a built wheel; 'six' is an sdist (dist: sdist), which must be compiled: use kind: compile with a "
+     "command that builds it, or drop 'dist: sdist' from sources.six"),
+    ("pypi-dist-bad", 'version: "1.16.0"', 'version: "1.16.0"\n    dist: egg', "sources.six.dist: must be 'wheel' (a "
+     "built wheel, the default) or 'sdist' (the source .tar.gz, for a compile layer), not 'egg'"),
+    ("sdist-filename-wheel", 'version: "1.16.0"', 'version: "1.16.0"\n    dist: sdist\n    filename: six.whl',
+     "sources.six.filename: 'six.whl' is not an sdist file name (*.tar.gz)"),
+    ("source-patch-missing", "    job_memory: 512m", "    job_memory: 512m\n    source_patches: [patches/no.patch]",
+     "layers[0].source_patches[0]: 'patches/no.patch' does not exist"),
+    ("source-patch-escapes", "    job_memory: 512m", "    job_memory: 512m\n    source_patches: [../x.patch]",
+     "layers[0].source_patches[0]: '../x.patch' escapes the spec's root"),
+    ("source-patch-folder", "    job_memory: 512m", "    job_memory: 512m\n    source_patches: [patches/demo]",
+     "layers[0].source_patches[0]: must be a regular file"),
+    ("source-patches-not-list", "    job_memory: 512m", "    job_memory: 512m\n    source_patches: x.patch",
+     "layers[0].source_patches: must be a list of patch files under the root"),
     ("layer-wheel-from-path", "    source: six", "    source: kernel", "layers[1].source: a wheel layer takes a pypi "
      "source; 'kernel' is path"),
     ("command-missing", "    command: python3 /src/build_wheel.py --out /out\n", "", "layers[0].command: is "
