@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, six_wheel, unavailable
+from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, six_wheel, unavailable, vllm_sdist
 
 _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
@@ -80,6 +80,12 @@ def oldsix_base(engine, registry, demo_base, six_wheels, tmp_path_factory) -> st
     engine.build(context, tags=[OLDSIX_BASE], labels={"dev.sparkimg.test": "oldsix-base"}, build_args={})
     subprocess.run([engine.client, "push", "-q", OLDSIX_BASE], capture_output=True, text=True, check=True)
     return OLDSIX_BASE
+
+
+@pytest.fixture(scope="session")
+def vllm_034_sdist() -> Path:
+    """vLLM 0.34.0's sdist from PyPI, downloaded once into the test cache and checked by sha256."""
+    return vllm_sdist()
 
 
 @pytest.fixture

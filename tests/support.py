@@ -22,6 +22,47 @@ SIX_WHEELS = {
 }
 
 
+# vLLM 0.34.0's sdist on PyPI (the preflight's real subject): its sha256, taken from the index's
+# JSON API and checked against the downloaded file once (sha256sum vllm-0.34.0.tar.gz).
+VLLM_SDIST = {
+    "version": "0.34.0",
+    "filename": "vllm-0.34.0.tar.gz",
+    "sha256": "fcad848b246a9d8652b47e6425af92334dc02492f9802720f54e27b823cf0113",
+    "url": "https://files.pythonhosted.org/packages/92/21/6e0b077dc4a0b28f5a8ce8bb352a38d7196650d681fd4faa87f8dc622eff/"
+           "vllm-0.34.0.tar.gz",
+}
+
+
+def cache_folder() -> Path:
+    """Downloads the tests keep between runs: ``$SPARKIMG_TEST_CACHE``, else ~/.cache/sparkimg-tests."""
+    folder = Path(os.environ.get("SPARKIMG_TEST_CACHE") or Path.home() / ".cache" / "sparkimg-tests")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def vllm_sdist() -> Path:
+    """vLLM 0.34.0's sdist (51 MB), downloaded once into ``cache_folder()`` and checked against its sha256."""
+    import hashlib
+
+    path = cache_folder() / VLLM_SDIST["filename"]
+    if not path.is_file():
+        import requests
+
+        partial = path.with_suffix(".part")
+        try:
+            with requests.get(VLLM_SDIST["url"], stream=True, timeout=120) as response:
+                response.raise_for_status()
+                with open(partial, "wb") as handle:
+                    for chunk in response.iter_content(1 << 20):
+                        handle.write(chunk)
+        except requests.RequestException as exc:
+            unavailable(f"cannot download {VLLM_SDIST['filename']}: {exc}")
+        partial.replace(path)
+    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert found == VLLM_SDIST["sha256"], f"{path}: sha256 {found}, expected {VLLM_SDIST['sha256']}"
+    return path
+
+
 def unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"integration prerequisite missing under CI=true: {reason} (run scripts/dev-up)")
