@@ -134,26 +134,27 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
         report(Event(Phase.PREFLIGHT, f"preflight {layer.name}: {message}", layer.name, Kind.WARNING))
 
     started = time.monotonic()
+    version = cuda_version(lock.toolchain)
+    patch_digests = [lock.source_patches.get(p, "") for p in layer.source_patches]
+    key = digest_of({"v": VERSION, "source": pin.identity, "patches": patch_digests,
+                     "archs": [a.text for a in spec.cuda_architectures], "cuda": version})
+    # Only vLLM sources are ever recorded, so a recorded answer needs neither the source nor cmake.
+    known = store.read_record(RECORDS, key) if version is not None else None
+    if known is not None:
+        verdict = Verdict.from_json({**known, "layer": layer.name, "source": layer.source}, cached=True)
+        report(Event(Phase.PREFLIGHT, _summary(verdict), layer.name))
+        return verdict
     files = _build_files(spec, lock, store, layer, pin, report)
     if not looks_like_vllm(files):
         if named:
             warn(f"sources.{layer.source} is named vLLM but has no {UTILS} defining "
                  "cuda_archs_loose_intersection; its architecture selection is not checked")
         return None
-    version = cuda_version(lock.toolchain)
     if version is None:
         warn("the CUDA version is unknown (toolchain cuda: base records no nvcc version in the lock); "
              "vLLM's architecture selection is not checked; use toolchain cuda: host, or check the image's "
              "nvcc by hand")
         return None
-    patch_digests = [lock.source_patches.get(p, "") for p in layer.source_patches]
-    key = digest_of({"v": VERSION, "source": pin.identity, "patches": patch_digests,
-                     "archs": [a.text for a in spec.cuda_architectures], "cuda": version})
-    known = store.read_record(RECORDS, key)
-    if known is not None:
-        verdict = Verdict.from_json({**known, "layer": layer.name, "source": layer.source}, cached=True)
-        report(Event(Phase.PREFLIGHT, _summary(verdict), layer.name))
-        return verdict
     files = _patched(spec, layer, files)
     requested, supported, selected, mapped = _select(files, version, spec, what=f"layer {layer.name}")
     line = _supported_line(files[CMAKE_LISTS].decode(errors="replace"), supported)

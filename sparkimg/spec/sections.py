@@ -8,7 +8,7 @@ build tree is absent.
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
@@ -475,7 +475,7 @@ def _source_patches(entry: dict[str, Any], path: KeyPath, c: Checker, root: Path
         if written is None:
             ok = False
             continue
-        clean = PurePath(os.path.normpath(written)).as_posix()  # the lock and the key use this form
+        clean = posixpath.normpath(PurePath(written).as_posix())  # the lock and the key use this form
         if clean in found:
             c.problem((*where, index), f"'{written}' is listed twice; list each patch once")
             ok = False
