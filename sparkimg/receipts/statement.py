@@ -19,7 +19,7 @@ from ..formats.oci import ImageRecord
 from ..formats.record import LayerRecord
 from ..formats.statement import Descriptor, RunMetadata, Statement, Subject
 from ..lock import Lock
-from ..spec import Spec
+from ..spec import CompileLayer, Spec
 
 
 def _hex(digest: str) -> str:
@@ -48,6 +48,8 @@ def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) ->
             uri, digest = f"pkg:pypi/{entry.package}@{entry.version}", {"sha256": entry.sha256}
             download = entry.url
             annotations.update({"filename": entry.filename, "version": entry.version})
+            if entry.dist != "wheel":
+                annotations["dist"] = entry.dist
         else:
             uri, digest = f"file:{entry.path}", {"sha256": entry.sha256}
             annotations["files"] = len(entry.files)
@@ -61,6 +63,11 @@ def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) ->
                 {"sha256": item.sha256, "md5": item.md5},
                 annotations={"set": set_name, "mode": patch_set.mode, "mount": item.mount, "size": item.size,
                              "store_blob": item.sha256}))
+    for written, sha256 in sorted(lock.source_patches.items()):
+        layers = sorted(layer.name for layer in spec.layers
+                        if isinstance(layer, CompileLayer) and written in layer.source_patches)
+        deps.append(Descriptor(f"source-patch:{written}", f"file:{written}", {"sha256": sha256},
+                               annotations={"layers": layers}))
     toolchain = lock.toolchain
     if toolchain.nvcc_sha256:
         deps.append(Descriptor("toolchain", f"file:{toolchain.path}/bin/nvcc", {"sha256": toolchain.nvcc_sha256},
