@@ -53,6 +53,10 @@ def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report
                 folder / item.file, expected=item.sha256, what=f"patches.{name}/{item.file}"
             )
     tag = fetch_base(spec, lock, engine, report=report) if engine is not None else None
+    if engine is not None and tag is not None and lock.toolchain.cuda == "base":
+        from .basecuda import identify
+
+        identify(engine, tag, lock.base.config_digest, store, report=report)
     return Fetched(blobs, patch_blobs, tag)
 
 

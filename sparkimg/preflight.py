@@ -26,7 +26,7 @@ from . import _cmake, _sdist, _srcpatch
 from .errors import BuildError, PreflightError
 from .events import Event, Kind, Phase, Reporter, silent
 from .formats.canonical import digest_of
-from .formats.lock import GitPin, PathPin, PypiPin, SourcePin, ToolchainPin
+from .formats.lock import GitPin, PathPin, PypiPin, SourcePin
 from .lock import Lock
 from .spec import CompileLayer, Spec
 from .store import Store
@@ -94,9 +94,9 @@ def looks_like_vllm(files: dict[str, bytes]) -> bool:
             and b"CUDA_SUPPORTED_ARCHS" in files.get(CMAKE_LISTS, b""))
 
 
-def cuda_version(toolchain: ToolchainPin) -> str | None:
-    """``13.0`` from the lock's nvcc release (``13.0, V13.0.88``); None when the lock does not know it."""
-    found = re.match(r"\s*(\d+)\.(\d+)", toolchain.nvcc_version or "")
+def cuda_version(release: str | None) -> str | None:
+    """``13.0`` from nvcc's release (``13.0, V13.0.88``); None when it is not known."""
+    found = re.match(r"\s*(\d+)\.(\d+)", release or "")
     return f"{found.group(1)}.{found.group(2)}" if found else None
 
 
@@ -134,7 +134,13 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
         report(Event(Phase.PREFLIGHT, f"preflight {layer.name}: {message}", layer.name, Kind.WARNING))
 
     started = time.monotonic()
-    version = cuda_version(lock.toolchain)
+    release = lock.toolchain.nvcc_version
+    if release is None and lock.toolchain.cuda == "base":
+        from .basecuda import remembered
+
+        asked = remembered(store, lock.base.config_digest)  # nvcc inside the base, asked by fetch
+        release = asked.release if asked else None
+    version = cuda_version(release)
     patch_digests = [lock.source_patches.get(p, "") for p in layer.source_patches]
     key = digest_of({"v": VERSION, "source": pin.identity, "patches": patch_digests,
                      "archs": [a.text for a in spec.cuda_architectures], "cuda": version})
@@ -151,9 +157,8 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
                  "cuda_archs_loose_intersection; its architecture selection is not checked")
         return None
     if version is None:
-        warn("the CUDA version is unknown (toolchain cuda: base records no nvcc version in the lock); "
-             "vLLM's architecture selection is not checked; use toolchain cuda: host, or check the image's "
-             "nvcc by hand")
+        warn("the CUDA version is unknown: with toolchain cuda: base it is read from the base's nvcc, which "
+             "`sparkimg fetch` (or build) asks once; vLLM's architecture selection is not checked until then")
         return None
     files = _patched(spec, layer, files)
     requested, supported, selected, mapped = _select(files, version, spec, what=f"layer {layer.name}")

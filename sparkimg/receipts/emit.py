@@ -52,10 +52,21 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
             image_key=image_key, records=result.records,
             layer_keys={layer.name: layer.key for layer in result.plan.layers},
             blobs=result.blobs, engine=result.engine, started=result.started, finished=result.finished,
-            record_host=record_host, oci=result.oci, check=result.check)
+            record_host=record_host, oci=result.oci, check=result.check, base_nvcc=_base_nvcc(result, store))
     if prewarm is not None:
         kept = kept.with_byproduct(prewarm)
         changed = True
     if changed:
         store.write_record(RECORDS, image_key, kept.to_json())
     return write_signed(path or default_path(result), canonical(kept.to_json()), key)
+
+
+def _base_nvcc(result: BuildResult, store: Store) -> dict[str, str] | None:
+    """nvcc as the base answered (``toolchain: cuda: base``, asked by fetch), for the receipt."""
+    from ..basecuda import remembered
+
+    lock = result.plan.lock
+    if lock.toolchain.cuda != "base":
+        return None
+    found = remembered(store, lock.base.config_digest)
+    return found.to_json() if found else None

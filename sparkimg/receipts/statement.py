@@ -26,10 +26,12 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[1] if ":" in digest else digest
 
 
-def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) -> tuple[Descriptor, ...]:
+def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,
+                 base_nvcc: Mapping[str, str] | None = None) -> tuple[Descriptor, ...]:
     """Every resolved input of the build, each with its digests (ResourceDescriptors).
 
-    ``blobs`` maps source names to their store entries, recorded so ``--rehash`` can re-read them."""
+    ``blobs`` maps source names to their store entries, recorded so ``--rehash`` can re-read them.
+    ``base_nvcc`` is nvcc as the base answered for ``toolchain: cuda: base`` (``basecuda``)."""
     blobs = blobs or {}
     base = lock.base
     deps = [Descriptor(
@@ -72,6 +74,11 @@ def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None) ->
     if toolchain.nvcc_sha256:
         deps.append(Descriptor("toolchain", f"file:{toolchain.path}/bin/nvcc", {"sha256": toolchain.nvcc_sha256},
                                annotations=toolchain.to_json()))
+    elif base_nvcc:
+        # nvcc comes from the base image and was asked there: the dependency is nvcc itself.
+        deps.append(Descriptor("toolchain", f"file:{base_nvcc['resolved']}", {"sha256": base_nvcc["nvcc_sha256"]},
+                               annotations={**toolchain.to_json(), **base_nvcc,
+                                            "base_config_digest": base.config_digest}))
     else:
         # nvcc comes from the base image: its identity is the base image's config digest.
         deps.append(Descriptor("toolchain", digest={"sha256": _hex(base.config_digest)},
@@ -96,6 +103,7 @@ def statement(
     record_host: bool = False,
     oci: ImageRecord | None = None,
     check: Mapping[str, Any] | None = None,
+    base_nvcc: Mapping[str, str] | None = None,
 ) -> Statement:
     """The in-toto statement for one built image: its subjects are the image config (the image ID
     on docker's classic store) and, where sparkimg wrote the image, its manifest."""
@@ -140,7 +148,7 @@ def statement(
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
                            "digest": {"sha256": _hex(spec.digest)}}},
         internal=internal,
-        dependencies=dependencies(spec, lock, blobs),
+        dependencies=dependencies(spec, lock, blobs, base_nvcc),
         builder_version={"sparkimg": __version__},
         metadata=RunMetadata(_invocation_id(), rfc3339(started), rfc3339(finished)),
         byproducts=tuple(byproducts),

@@ -154,3 +154,89 @@ def test_check_and_plan_catch_vllms_collapse_and_the_patch_fixes_it(
     code, _, err = cli(capsys, store, "plan", str(spec))
     assert code == 0, err
     print(f"check with the preflight (uncached): {took:.2f} s")
+
+
+CUDA_BASE = "127.0.0.1:5000/sparkimg-test/cuda-base:1"
+
+
+@pytest.fixture(scope="module")
+def cuda_base(engine, registry: str, demo_base: str, tmp_path_factory: pytest.TempPathFactory) -> str:  # type: ignore[no-untyped-def]
+    """The demo base with the host's real nvcc binary at /usr/local/cuda/bin/nvcc (``nvcc --version``
+    needs nothing else), pushed to the loopback registry: a base that brings its own toolkit."""
+    import subprocess
+
+    nvcc = Path("/usr/local/cuda/bin/nvcc").resolve()
+    if not nvcc.is_file():
+        pytest.skip("no nvcc at /usr/local/cuda")
+    context = tmp_path_factory.mktemp("cuda-base")
+    shutil.copy(nvcc, context / "nvcc")
+    (context / "Dockerfile").write_text(f"FROM {demo_base}\nCOPY nvcc /usr/local/cuda/bin/nvcc\n")
+    engine.build(context, tags=[CUDA_BASE], labels={"dev.sparkimg.test": "cuda-base"}, build_args={})
+    subprocess.run([engine.client, "push", "-q", CUDA_BASE], capture_output=True, text=True, check=True)
+    return CUDA_BASE
+
+
+def test_a_base_toolchain_is_named_by_the_bases_own_nvcc(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], cuda_base: str, vllm_034_sdist: Path) -> None:
+    """With toolchain cuda: base, fetch asks the base's nvcc once (no network, bounded); the receipt's
+    toolchain dependency is nvcc itself, and the preflight reads its CUDA version."""
+    from tests.integration.helpers import WHEEL
+
+    host_nvcc = hashlib.sha256(Path("/usr/local/cuda/bin/nvcc").resolve().read_bytes()).hexdigest()
+    store = tmp_path / "store"
+    Store(store).put_file(vllm_034_sdist, expected=VLLM_SDIST["sha256"], what="vllm sdist")
+    header = HEADER.format(name=f"it-basecuda-{uuid.uuid4().hex[:8]}", base=cuda_base).replace(
+        "toolchain:\n  cuda: host\n  path: /usr/local/cuda\n", "toolchain:\n  cuda: base\n")
+    spec = tmp_path / "base.yaml"
+    spec.write_text(header + f"""\
+sources:
+  vllm:
+    pypi: vllm
+    version: "{VLLM_SDIST['version']}"
+    dist: sdist
+layers:
+  - name: wheel
+    kind: compile
+    source: vllm
+    command: {json.dumps(WHEEL)}
+    memory: 512m
+    job_memory: 256m
+""")
+    assert cli(capsys, store, "lock", str(spec))[0] == 0
+    code, _, err = cli(capsys, store, "check", str(spec))
+    assert code == 0 and "CUDA version is unknown" in err, err  # nothing asked the base yet
+    code, _, err = cli(capsys, store, "fetch", str(spec))
+    assert code == 0 and "toolchain: nvcc 13.0" in err, err
+    code, _, err = cli(capsys, store, "check", str(spec))
+    assert code == 6 and "would not build for 12.1a with CUDA 13.0" in err, err
+    code, _, err = cli(capsys, store, "build", str(spec))
+    assert code == 6 and "would not build for 12.1a" in err, err  # stopped before any compile
+
+    # A build on that base (a source that is not vLLM): its receipt names the base's nvcc.
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "kernel" / "README").write_text("not vLLM\n")
+    other = tmp_path / "other.yaml"
+    other.write_text(header.replace("name: it-basecuda-", "name: it-basecuda-b-") + f"""\
+sources:
+  kernel:
+    path: kernel
+layers:
+  - name: wheel
+    kind: compile
+    source: kernel
+    command: {json.dumps(WHEEL)}
+    memory: 512m
+    job_memory: 256m
+""")
+    assert cli(capsys, store, "lock", str(other))[0] == 0
+    code, built, err = cli(capsys, store, "build", str(other), "--json")
+    assert code == 0, err
+    receipt = json.loads(Path(built["receipt"]).read_text())
+    import base64
+
+    statement = json.loads(base64.b64decode(receipt["payload"]))
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    [toolchain] = [d for d in deps if d["name"] == "toolchain"]
+    assert toolchain["digest"] == {"sha256": host_nvcc}
+    assert toolchain["uri"] == "file:/usr/local/cuda/bin/nvcc"
+    assert toolchain["annotations"]["cuda"] == "base" and toolchain["annotations"]["nvcc_version"].startswith("13.0")

@@ -182,5 +182,5 @@ def test_sources_named_vllm() -> None:
     assert not preflight.named_vllm(replace(git, url="https://github.com/flashinfer-ai/flashinfer.git"))
     pypi = PypiPin({}, "vLLM", "1", "vllm-1.tar.gz", "https://x/y", "c" * 64, dist="sdist")
     assert preflight.named_vllm(pypi)
-    assert preflight.cuda_version(ToolchainPin("host", nvcc_version="13.0, V13.0.88")) == "13.0"
-    assert preflight.cuda_version(ToolchainPin("base")) is None
+    assert preflight.cuda_version("13.0, V13.0.88") == "13.0"
+    assert preflight.cuda_version(None) is None
