@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
         return p
 
-    command("check", "validate a spec (and its lock, if present) without running anything")
+    command("check", "validate a spec (and its lock, if present) without running a container; with a lock, "
+            "evaluate vLLM's CUDA architecture selection (the preflight, docs/gb10.md)")
     p = command("lock", "resolve every mutable reference and write SPEC.lock.json")
     p.add_argument("--update", action="append", default=[], metavar="NAME",
                    help="re-resolve this input (a source, 'base', 'toolchain' or 'all'); repeatable")
