@@ -303,3 +303,18 @@ def test_check_refuses_a_wheel_layer_on_an_sdist_without_a_traceback(project: Ca
     assert run.returncode == 2, run.stderr
     assert "layers[0].source: a wheel layer installs a built wheel; 'kernel' is an sdist" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_the_receipt_names_the_sdist_and_each_source_patch(project: Callable[..., Path]) -> None:
+    from sparkimg.receipts.statement import dependencies
+
+    path = project(SPEC)
+    (path.parent / "fix.patch").write_text(PATCH)
+    spec = load_spec(path)
+    deps = {d.name: d for d in dependencies(spec, loaded(sdist_lock(patch="7" * 64)))}
+    assert deps["source:kernel"].notes["dist"] == "sdist"
+    assert deps["source:kernel"].notes["filename"] == "demo_kernel-1.0.tar.gz"
+    patch = deps["source-patch:fix.patch"]
+    assert patch.digests == {"sha256": "7" * 64} and patch.notes["layers"] == ["kernel"]
+    base = {d.name: d for d in dependencies(spec, loaded(lock_json()))}
+    assert "dist" not in base["source:six"].notes  # a wheel's dependency is as before
