@@ -105,10 +105,12 @@ def _check_members(wheel: Path, names: Iterable[str]) -> None:
 
 def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set[str]]:
     """Install one wheel; return its canonical name, version and the image paths it wrote."""
+    import configparser
     import zipfile
 
     from installer import install
     from installer.exceptions import InstallerError
+    from installer.records import InvalidRecordEntry
     from installer.sources import WheelFile
 
     try:
@@ -125,9 +127,12 @@ def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set
             # REQUESTED as pip writes it for a named requirement; no direct_url.json (it names a staging path).
             install(source, destination, {"INSTALLER": INSTALLER, "REQUESTED": b""})
     except BuildError as exc:
-        raise BuildError(f"wheel {wheel.name}: {exc.message}", hint=exc.hint) from None
-    except (InstallerError, ValueError, OSError, zipfile.BadZipFile, KeyError) as exc:
-        raise BuildError(f"wheel {wheel.name}: cannot install it: {exc}",
+        prefix = f"wheel {wheel.name}: "
+        raise BuildError(exc.message if exc.message.startswith(prefix) else prefix + exc.message,
+                         hint=exc.hint) from None
+    except (InstallerError, InvalidRecordEntry, configparser.Error, ValueError, OSError, zipfile.BadZipFile,
+            KeyError) as exc:
+        raise BuildError(f"wheel {wheel.name}: cannot install it: {type(exc).__name__}: {exc}",
                          hint="check the wheel (its RECORD, WHEEL and paths); rebuild or re-lock it") from None
     return name, version, written.files
 
