@@ -255,8 +255,9 @@ class Engine:
         if self.api_socket is None:
             return _run([self.client, "load", "--input", str(archive)]).strip()
         try:
+            # The daemon answers only when the whole load is done: allow for a multi-GB layer.
             status, body = engine_api.http_post_file(self.api_socket, "/images/load?quiet=1", archive,
-                                                     "application/x-tar")
+                                                     "application/x-tar", timeout=3600)
         except (OSError, ValueError) as exc:
             raise EngineError(f"the container engine failed: POST /images/load on {self.api_socket}: {exc}",
                               hint=_NOT_RUNNING_HINT) from None

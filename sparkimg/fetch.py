@@ -80,7 +80,8 @@ def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseIm
         store.put_bytes(manifest, expected=manifest_hex, what="base manifest")
         store.put_bytes(config, expected=config_hex, what="base config")
     found = BaseImage(store.blob(manifest_hex).read_bytes(), store.blob(config_hex).read_bytes())
-    if found.manifest_json.get("config", {}).get("digest") != base.config_digest:
+    config_descriptor = found.manifest_json.get("config")
+    if not isinstance(config_descriptor, dict) or config_descriptor.get("digest") != base.config_digest:
         raise FetchError(f"base: manifest {base.manifest_digest} names another config than the lock's "
                          f"{base.config_digest}", hint="re-lock the base: `sparkimg lock --update base`")
     return found

@@ -3,7 +3,7 @@
 Writes what the base's ``python3`` says about where pip, run as root, installs (the scheme),
 the shebang pip writes into scripts, and every distribution installed in purelib/platlib
 with its files and the folders it owns. ``build.pyscheme`` reads the answer into
-``formats.scheme.BaseScheme`` (``sparkimg-scheme/v1``), which checks every field.
+``formats.scheme.BaseScheme`` (``sparkimg-scheme/v2``), which checks every field.
 
 Standard library only, and Python 3.7 or later: it runs under whatever the base has.
 """
@@ -77,7 +77,49 @@ def _listed(folder: str, entries: list[str]) -> list[str]:
             continue
         if posixpath.lexists(path) and (posixpath.islink(path) or not posixpath.isdir(path)):
             files.add(path)
+            if path.endswith(".py"):
+                files.update(_compiled(path))
     return sorted(files)
+
+
+def _compiled(source: str) -> list[str]:
+    """The bytecode files of a listed module that exist: pip removes them with the module
+    (``cache_from_source``), though RECORD does not list pycs compiled at import time."""
+    import importlib.util
+
+    found = []
+    for level in ("", 1, 2):
+        try:
+            pyc = importlib.util.cache_from_source(source, optimization=level)
+        except (NotImplementedError, ValueError):
+            continue
+        if posixpath.isfile(pyc):
+            found.append(_norm(pyc))
+    return found
+
+
+def _links(top: str = "/", depth: int = 3) -> dict[str, str]:
+    """Symbolic links to folders within ``depth`` levels of the root (not under /proc, /sys, /dev)."""
+    found: dict[str, str] = {}
+    level = [top]
+    for _ in range(depth):
+        following: list[str] = []
+        for folder in level:
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                path = posixpath.join(folder, name)
+                if path in ("/proc", "/sys", "/dev"):
+                    continue
+                if posixpath.islink(path):
+                    if posixpath.isdir(path):
+                        found[path] = os.readlink(path)
+                elif posixpath.isdir(path):
+                    following.append(path)
+        level = following
+    return found
 
 
 def _on_disk(folder: str) -> set[str]:
@@ -158,13 +200,14 @@ def main() -> int:
     roots = sorted(set(paths.values()))
     sites = sorted({paths["purelib"], paths["platlib"]})
     answer = {
-        "schema": "sparkimg-scheme/v1",
+        "schema": "sparkimg-scheme/v2",
         "interpreter": interpreter,
         "python_version": ".".join(str(n) for n in sys.version_info[:3])
         + {"alpha": "a", "beta": "b", "candidate": "rc"}.get(sys.version_info.releaselevel, "")
         + ("" if sys.version_info.releaselevel == "final" else str(sys.version_info.serial)),
         "paths": paths,
         "installed": _installed(sites, roots),
+        "links": _links(),
     }
     with open(sys.argv[1], "w", encoding="utf-8") as handle:
         json.dump(answer, handle, sort_keys=True)

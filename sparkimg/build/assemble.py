@@ -11,16 +11,16 @@ layer is neither rebuilt nor recompressed. ``load`` puts the result into the eng
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import BuildError
+from ..errors import BuildError, FetchError
 from ..events import Event, Phase, Reporter
 from ..formats import oci
 from ..formats.canonical import digest_of
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
-from ..formats.scheme import BaseScheme
+from ..formats.scheme import BaseScheme, canonical_name
 from ..plan import Plan
 from ..spec import CompileLayer
 from ..store import Store
@@ -47,7 +47,10 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
     data = store.read_record(IMAGES, key)
     if data is None:
         return None
-    record = oci.ImageRecord.from_json(data, f"{store.record_path(IMAGES, key)}")
+    try:
+        record = oci.ImageRecord.from_json(data, f"{store.record_path(IMAGES, key)}")
+    except FetchError:
+        return None  # a damaged record is no record: the image is assembled again
     blobs = [record.manifest_digest, record.config_digest, *(layer.descriptor.digest for layer in record.layers)]
     return record if all(store.has(_hex(d)) for d in blobs) else None
 
@@ -96,13 +99,20 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
     data = store.read_record(LAYERS, key)
     if data is None:
         return None
-    found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
+    try:
+        found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
+    except FetchError:
+        return None  # a damaged record: the layer is written again
     return found if store.has(_hex(found.descriptor.digest)) else None
 
 
 def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
            scheme_of: Callable[[], BaseScheme]) -> list[_Work]:
     """The new layers, in order: one per spec layer, then one per baked patch set."""
+    from .pyscheme import QUERY, record_name
+
+    # What the base's scheme and folder links are is a function of the base and the query.
+    scheme = record_name(plan.lock.base.config_digest, QUERY.read_bytes())
     works: list[_Work] = []
     installed: dict[str, str] = {}
     for spec_layer in plan.spec.layers:
@@ -112,25 +122,43 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
             source = plan.lock.sources[spec_layer.source]
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
             wheels = [(source.filename, source.sha256)]
-        works.append(_wheel_work(spec_layer.name, wheels, plan.lock.base.config_digest, store, scheme_of,
-                                 installed))
+        for filename, _ in wheels:  # from the names, so a cached layer is checked as well
+            dist = canonical_name(filename.split("-", 1)[0])
+            if dist in installed:
+                raise BuildError(f"layer {spec_layer.name}: installs {dist}, which layer {installed[dist]} "
+                                 "installs already", hint="install each distribution in one layer only")
+            installed[dist] = spec_layer.name
+        works.append(_wheel_work(spec_layer.name, wheels, scheme, store, scheme_of))
     for set_name, entry in sorted(plan.lock.patches.items()):
         if entry.mode != "bake":
             continue
         files = [(item.mount, item.sha256) for item in entry.files]
 
         def patch_entries(root: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
-            return [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
-                    for mount, sha256 in files]
+            found = [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
+                     for mount, sha256 in files]
+            return _through_links(found, scheme_of())
 
-        works.append(_Work(f"patches.{set_name}", f"sparkimg: patch set {set_name}",
-                           {"patches": sorted(files)}, patch_entries))
+        created_by = f"sparkimg: patch set {set_name}"
+        works.append(_Work(f"patches.{set_name}", created_by,
+                           {"patches": sorted(files), "scheme": scheme, "createdBy": created_by}, patch_entries))
     return works
 
 
-def _wheel_work(name: str, wheels: list[tuple[str, str]], base_config: str, store: Store,
-                scheme_of: Callable[[], BaseScheme], installed: dict[str, str]) -> _Work:
-    from .pyscheme import QUERY, record_name
+def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[layer_mod.Entry]:
+    """Each entry under its parent folder as the base resolves it: on a merged-/usr base a file
+    for ``/lib/x`` is written at ``usr/lib/x``, since a ``lib/`` folder in a layer would hide the
+    base's ``/lib -> usr/lib`` link (``docker build``'s COPY followed it as well)."""
+    found = []
+    for entry in entries:
+        parent, _, name = entry.path.rpartition("/")
+        real = scheme.resolve("/" + parent).strip("/") if parent else ""
+        found.append(replace(entry, path=f"{real}/{name}" if real else name))
+    return found
+
+
+def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, store: Store,
+                scheme_of: Callable[[], BaseScheme]) -> _Work:
     from .wheels import installer_version, stage_wheels
 
     def entries(root: Path) -> list[layer_mod.Entry]:
@@ -143,22 +171,18 @@ def _wheel_work(name: str, wheels: list[tuple[str, str]], base_config: str, stor
             paths.append(folder / filename)
         root.mkdir()
         staged = stage_wheels(paths, scheme, root)
-        for dist, _version in staged.installed:
-            if dist in installed:
-                raise BuildError(f"layer {name}: installs {dist}, which layer {installed[dist]} installs already",
-                                 hint="install each distribution in one layer only")
-            installed[dist] = name
         roots = ["/" + r.strip("/") for r in staged.roots]
 
         def directory(rel: str) -> bool:
             path = "/" + rel
             return not any(r == path or r.startswith(path + "/") for r in roots)
 
-        return layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
+        written = layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
+        return _through_links(written, scheme)
 
-    return _Work(name, f"sparkimg: wheels {' '.join(f for f, _ in wheels)}",
-                 {"wheels": sorted(wheels), "scheme": record_name(base_config, QUERY.read_bytes()),
-                  "installer": installer_version()}, entries)
+    created_by = f"sparkimg: wheels {' '.join(f for f, _ in wheels)}"
+    return _Work(name, created_by, {"wheels": sorted(wheels), "scheme": scheme_id, "installer": installer_version(),
+                                    "createdBy": created_by}, entries)
 
 
 def _hex(digest: str) -> str:

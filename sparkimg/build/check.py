@@ -144,9 +144,9 @@ def _compare(plan: Plan, records: dict[str, LayerRecord], second_records: dict[s
         a, b = _flat(one).get(name, "(absent)"), _flat(two).get(name, "(absent)")
         if a != b:
             compared.append(Compared(f"config {name}", a, b))
-    for name, record in records.items():
-        other = second_records.get(name)
-        ours = {o.filename: o.sha256 for o in record.outputs}
+    for name in sorted(set(records) | set(second_records)):
+        record, other = records.get(name), second_records.get(name)
+        ours = {o.filename: o.sha256 for o in record.outputs} if record else {}
         theirs = {o.filename: o.sha256 for o in other.outputs} if other else {}
         for filename in sorted(set(ours) | set(theirs)):
             a, b = ours.get(filename, "(absent)"), theirs.get(filename, "(absent)")
@@ -203,12 +203,17 @@ def _tar_differences(layer: str, source: str, a: Path, b: Path) -> list[Differen
                 found.append(Difference(layer, source, "/" + path, "content", f"sha256 {da} != {db}"))
             elif meta_a != meta_b:
                 found.append(Difference(layer, source, "/" + path, "metadata", f"{meta_a} != {meta_b}"))
+    if not found:
+        order = list(ours) != list(theirs)
+        found.append(Difference(layer, source, "(the tar itself)", "archive",
+                                "the same members in another order" if order else
+                                "the same members and metadata: pax records or header bytes differ"))
     return found
 
 
 def _tar_meta(info: Any) -> str:
-    return (f"type={info.type.decode()} mode={info.mode:o} uid={info.uid} gid={info.gid} mtime={info.mtime} "
-            f"link={info.linkname}")
+    return (f"type={info.type.decode()} mode={info.mode:o} uid={info.uid} gid={info.gid} uname={info.uname!r} "
+            f"gname={info.gname!r} mtime={info.mtime} link={info.linkname} pax={sorted(info.pax_headers.items())}")
 
 
 def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Difference]:
@@ -230,8 +235,11 @@ def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Differenc
                 elif _zip_meta(ours[name]) != _zip_meta(theirs[name]):
                     found.append(Difference(layer, f"compile {layer}", where, "metadata",
                                             f"{_zip_meta(ours[name])} != {_zip_meta(theirs[name])}"))
-        if not found and [i.filename for i in za.infolist()] != [i.filename for i in zb.infolist()]:
-            found.append(Difference(layer, f"compile {layer}", wheel, "metadata", "members in another order"))
+        if not found:
+            order = [i.filename for i in za.infolist()] != [i.filename for i in zb.infolist()]
+            found.append(Difference(layer, f"compile {layer}", wheel, "archive",
+                                    "the same members in another order" if order else
+                                    "the same members: compressed or zip headers written otherwise"))
     return found
 
 

@@ -103,7 +103,7 @@ def build(
         plan = compute(spec, lock, store, image_built=True).all_cached()
         return BuildResult(plan, plan.image_ref, image_id, records=_records(plan, store), started=started,
                            finished=time.time(), engine={"client": engine.version},
-                           oci=image_record(store, plan.image.key))
+                           oci=_matching(image_record(store, plan.image.key), image_id))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
     from ..fetch import fetch
     from .assemble import image_record
@@ -146,7 +146,7 @@ def build(
         image_id = built_image(engine, spec, image.key)
         if image_id is not None:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
-            oci_record = image_record(store, image.key)
+            oci_record = _matching(image_record(store, image.key), image_id)
             builder = None
         else:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
@@ -160,6 +160,14 @@ def build(
     remember(plan, store)
     return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time(),
                        blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record)
+
+
+def _matching(record: ImageRecord | None, image_id: str) -> ImageRecord | None:
+    """The store's record of an image only when it is the image the engine holds: one engine may
+    serve several stores, and a record from another build must not name this image."""
+    if record is None or image_id not in (record.config_digest, record.manifest_digest):
+        return None
+    return record
 
 
 def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, engine: Engine,

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import struct
+import sys
 import tarfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -35,9 +37,11 @@ from ..store import CHUNK, Store
 
 GZIP_LEVEL = 6
 COMPRESSOR = f"gzip-{GZIP_LEVEL}/zlib-{zlib.ZLIB_RUNTIME_VERSION}"
-TAR_FORMAT = "pax/python-tarfile"
+# tarfile's output is stable, but it is CPython's: its minor version is part of the name.
+TAR_FORMAT = f"pax/python-tarfile-{sys.version_info[0]}.{sys.version_info[1]}"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # magic, deflate, no flags, mtime 0, XFL 0, OS 255
-COMPRESSED = "gzip"  # store records: compressed blob by diff_id and compressor
+COMPRESSED = "gzip"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")  # store records: compressed blob by diff_id and compressor
 
 
 @dataclass(frozen=True)
@@ -185,10 +189,10 @@ def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, create
     tar = work / "layer.tar"
     diff_id = write_tar(entries, epoch, tar)
     record_name = f"{diff_id.split(':', 1)[1]}-{hashlib.sha256(COMPRESSOR.encode()).hexdigest()[:16]}"
-    known = store.read_record(COMPRESSED, record_name)
-    if known is not None and store.has(str(known["digest"]).split(":", 1)[1]):
+    known = _compressed(store.read_record(COMPRESSED, record_name), diff_id)
+    if known is not None and store.has(known[0].split(":", 1)[1]):
         tar.unlink()
-        return Layer(Descriptor(media_type, str(known["digest"]), int(known["size"])), diff_id, created_by)
+        return Layer(Descriptor(media_type, known[0], known[1]), diff_id, created_by)
     compressed = work / "layer.tar.gz"
     digest, size = gzip_file(tar, compressed)
     tar.unlink()
@@ -197,6 +201,16 @@ def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, create
     store.write_record(COMPRESSED, record_name, {"diff_id": diff_id, "digest": digest, "size": size,
                                                  "compressor": COMPRESSOR})
     return Layer(Descriptor(media_type, digest, size), diff_id, created_by)
+
+
+def _compressed(record: dict[str, object] | None, diff_id: str) -> tuple[str, int] | None:
+    """(digest, size) from a compressed-blob record; a damaged one counts as absent (compressed again)."""
+    if record is None or record.get("diff_id") != diff_id or record.get("compressor") != COMPRESSOR:
+        return None
+    digest, size = record.get("digest"), record.get("size")
+    if not isinstance(digest, str) or not _DIGEST.match(digest) or not isinstance(size, int) or size < 0:
+        return None
+    return digest, size
 
 
 def read_members(blob: Path) -> dict[str, tuple[tarfile.TarInfo, str | None]]:

@@ -56,11 +56,17 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
         raise BuildError(f"{tag}: the engine lacks the base's layers", hint="run the build again: fetch pulls the base")
     needed = [i for i, chain in enumerate(chains[base_count:]) if chain not in have]
     try:
-        return _load(engine, store, record, base, tag, needed, report)
-    except EngineError:
-        if len(needed) == len(record.layers):
-            raise
-        return _load(engine, store, record, base, tag, list(range(len(record.layers))), report)
+        try:
+            return _load(engine, store, record, base, tag, needed, report)
+        except EngineError:
+            if len(needed) == len(record.layers):
+                raise
+            return _load(engine, store, record, base, tag, list(range(len(record.layers))), report)
+    except EngineError as exc:
+        raise BuildError(f"{tag}: the engine refused the image: {exc.message}",
+                         hint="sparkimg loads into Docker's classic image store (overlay2), which takes the "
+                         "base's layers by chain; the containerd image store and podman need the base's layer "
+                         "blobs in the archive, which sparkimg does not write yet") from None
 
 
 def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,

@@ -105,10 +105,12 @@ def _check_members(wheel: Path, names: Iterable[str]) -> None:
 
 def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set[str]]:
     """Install one wheel; return its canonical name, version and the image paths it wrote."""
+    import configparser
     import zipfile
 
     from installer import install
     from installer.exceptions import InstallerError
+    from installer.records import InvalidRecordEntry
     from installer.sources import WheelFile
 
     try:
@@ -125,9 +127,12 @@ def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set
             # REQUESTED as pip writes it for a named requirement; no direct_url.json (it names a staging path).
             install(source, destination, {"INSTALLER": INSTALLER, "REQUESTED": b""})
     except BuildError as exc:
-        raise BuildError(f"wheel {wheel.name}: {exc.message}", hint=exc.hint) from None
-    except (InstallerError, ValueError, OSError, zipfile.BadZipFile, KeyError) as exc:
-        raise BuildError(f"wheel {wheel.name}: cannot install it: {exc}",
+        prefix = f"wheel {wheel.name}: "
+        raise BuildError(exc.message if exc.message.startswith(prefix) else prefix + exc.message,
+                         hint=exc.hint) from None
+    except (InstallerError, InvalidRecordEntry, configparser.Error, ValueError, OSError, zipfile.BadZipFile,
+            KeyError) as exc:
+        raise BuildError(f"wheel {wheel.name}: cannot install it: {type(exc).__name__}: {exc}",
                          hint="check the wheel (its RECORD, WHEEL and paths); rebuild or re-lock it") from None
     return name, version, written.files
 
@@ -215,8 +220,18 @@ def stage_wheels(wheels: Sequence[Path], scheme: BaseScheme, root: Path) -> Stag
 @functools.cache
 def installer_version() -> str:
     """The pypa/installer release that stages wheels: part of a wheel layer's cache key, since
-    another release may lay files out (or write RECORD) differently. Read from its metadata, not
-    by importing it, which a build whose layers are all cached would pay for nothing."""
-    from importlib.metadata import version
+    another release may lay files out (or write RECORD) differently. Read from the name of its
+    dist-info folder: importing it, or ``importlib.metadata``, costs a build whose layers are
+    all cached tens of milliseconds for nothing."""
+    import importlib.util
 
-    return f"installer-{version('installer')}"
+    spec = importlib.util.find_spec("installer")
+    if spec is None or spec.origin is None:
+        raise BuildError("the Python package `installer` is missing", hint="reinstall sparkimg (pip install -e .)")
+    site = Path(spec.origin).parent.parent
+    found = sorted(p.name[len("installer-"):-len(".dist-info")] for p in site.glob("installer-*.dist-info"))
+    if len(found) != 1:
+        from importlib.metadata import version  # an unusual layout: ask the slow way
+
+        return f"installer-{version('installer')}"
+    return f"installer-{found[0]}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 FAMILIES = {OCI_MANIFEST: (OCI_CONFIG, OCI_LAYER), DOCKER_MANIFEST: (DOCKER_CONFIG, DOCKER_LAYER)}
 # Config fields that describe the container a legacy builder committed, not the image: dropped.
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _BUILDER_FIELDS = ("container", "container_config", "docker_version", "parent", "id", "comment")
 
 
@@ -56,8 +58,8 @@ class Descriptor:
         if not isinstance(data, dict):
             raise FetchError(f"{where}: a descriptor must be an object")
         media_type, digest, size = data.get("mediaType"), data.get("digest"), data.get("size")
-        if not isinstance(media_type, str) or not isinstance(digest, str) or not digest.startswith("sha256:") \
-                or len(digest) != 71 or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        if not isinstance(media_type, str) or not isinstance(digest, str) or not _DIGEST.match(digest) \
+                or not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise FetchError(f"{where}: a descriptor needs a mediaType, a sha256 digest and a size")
         return cls(media_type, digest, size)
 
@@ -77,7 +79,7 @@ class Layer:
     def from_json(cls, data: Any, where: str) -> Layer:
         descriptor = Descriptor.from_json(data, where)
         diff_id, created_by = data.get("diffID"), data.get("createdBy")
-        if not isinstance(diff_id, str) or not diff_id.startswith("sha256:") or not isinstance(created_by, str):
+        if not isinstance(diff_id, str) or not _DIGEST.match(diff_id) or not isinstance(created_by, str):
             raise FetchError(f"{where}: a layer needs a diffID and createdBy")
         return cls(descriptor, diff_id, created_by)
 
@@ -113,6 +115,11 @@ class BaseImage:
         return tuple(Descriptor.from_json(d, f"base manifest layers[{i}]") for i, d in enumerate(found))
 
     @property
+    def raw_layers(self) -> list[dict[str, Any]]:
+        _ = self.layers  # each checked
+        return [dict(d) for d in self.manifest_json["layers"]]
+
+    @property
     def diff_ids(self) -> tuple[str, ...]:
         rootfs = self.config_json.get("rootfs")
         ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
@@ -131,10 +138,13 @@ def config(base: BaseImage, *, env: Mapping[str, str], labels: Mapping[str, str]
     current = [str(e) for e in runtime.get("Env") or []]
     names = {e.partition("=")[0]: i for i, e in enumerate(current)}
     for key, value in sorted(env.items()):
+        known = dict(e.partition("=")[::2] for e in current)
+        entry = f"{key}={expand(value, known)}"
         if key in names:
-            current[names[key]] = f"{key}={value}"
+            current[names[key]] = entry
         else:
-            current.append(f"{key}={value}")
+            names[key] = len(current)
+            current.append(entry)
     runtime["Env"] = current
     runtime["Labels"] = {**(runtime.get("Labels") or {}), **labels}
     created = rfc3339(epoch)
@@ -149,6 +159,29 @@ def config(base: BaseImage, *, env: Mapping[str, str], labels: Mapping[str, str]
     return encode(data)
 
 
+_VARIABLE = re.compile(r"\\\$|\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+])(?P<word>[^}]*))?\}"
+                       r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand(value: str, env: Mapping[str, str]) -> str:
+    """``$NAME``, ``${NAME}``, ``${NAME:-word}`` and ``${NAME:+word}`` in a spec env value, from
+    the env set before it (the base's, then the spec's in name order), as a Dockerfile's
+    ``ENV`` expands them; ``\\$`` is a literal ``$``; an unset name expands to nothing."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "\\$":
+            return "$"
+        name = match.group("braced") or match.group("plain")
+        found = env.get(name, "")
+        if match.group("op") == "-":
+            return found or match.group("word")
+        if match.group("op") == "+":
+            return match.group("word") if found else ""
+        return found
+
+    return _VARIABLE.sub(one, value)
+
+
 def manifest(base: BaseImage, config_bytes: bytes, layers: Sequence[Layer],
              annotations: Mapping[str, str] | None = None) -> bytes:
     """The image manifest: the base's family and layer descriptors verbatim, then the new layers."""
@@ -158,7 +191,8 @@ def manifest(base: BaseImage, config_bytes: bytes, layers: Sequence[Layer],
         "schemaVersion": 2,
         "mediaType": media_type,
         "config": Descriptor(config_type, sha256_of(config_bytes), len(config_bytes)).to_json(),
-        "layers": [d.to_json() for d in base.layers] + [layer.descriptor.to_json() for layer in layers],
+        # The base's descriptors as its manifest has them (annotations, urls and all), after a check.
+        "layers": [*base.raw_layers, *(layer.descriptor.to_json() for layer in layers)],
     }
     if annotations and media_type == OCI_MANIFEST:
         document["annotations"] = dict(annotations)
@@ -226,6 +260,9 @@ class ImageRecord:
         fields = ("manifest", "config", "mediaType", "baseManifest", "compressor", "tarFormat")
         if not all(isinstance(data.get(k), str) for k in fields) or not isinstance(data.get("layers"), list):
             raise FetchError(f"{where}: needs {', '.join(fields)} and layers")
+        for key in ("manifest", "config", "baseManifest"):
+            if not _DIGEST.match(data[key]):
+                raise FetchError(f"{where}.{key}: not a sha256 digest")
         layers = tuple(Layer.from_json(d, f"{where}.layers[{i}]") for i, d in enumerate(data["layers"]))
         return cls(data["manifest"], data["config"], data["mediaType"], data["baseManifest"], layers,
                    data["compressor"], data["tarFormat"])

@@ -1,4 +1,4 @@
-"""A base image's Python install scheme (``sparkimg-scheme/v1``): what its interpreter says.
+"""A base image's Python install scheme (``sparkimg-scheme/v2``): what its interpreter says.
 
 ``build.pyscheme`` asks the base once (a small script in a ``--network none`` container) and
 keeps the answer as a store record (``records/schemes/``) keyed by the base's config digest;
@@ -9,19 +9,20 @@ checked: a damaged record is bad input naming the field. No I/O here.
 
 from __future__ import annotations
 
+import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
 
-SCHEMA = "sparkimg-scheme/v1"
+SCHEMA = "sparkimg-scheme/v2"  # 2: links
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "headers")
 
 # PEP 503: lower case, each run of -, _ and . one -.
 _CANONICAL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _PYTHON_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+[a-z0-9+]*$")
-_FIELDS = {"schema", "interpreter", "python_version", "paths", "installed"}
+_FIELDS = {"schema", "interpreter", "python_version", "paths", "installed", "links"}
 _DIST_FIELDS = {"name", "version", "dist_info", "files", "owned_dirs"}
 
 
@@ -78,6 +79,26 @@ class BaseScheme:
     python_version: str
     paths: dict[str, str]
     installed: tuple[InstalledDist, ...]
+    # Symbolic links to folders near the root of the base (``/lib -> usr/lib`` on a merged-/usr
+    # system, ``/var/run -> /run``, a venv's ``lib64 -> lib``): link path -> target as written.
+    links: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, path: str) -> str:
+        """``path`` (absolute) with every folder link of the base followed, as the kernel would:
+        a layer must write through ``/lib`` to ``/usr/lib``, or it replaces the link by a folder."""
+        parts = [p for p in path.split("/") if p]
+        for _ in range(64):
+            for i in range(1, len(parts) + 1):
+                prefix = "/" + "/".join(parts[:i])
+                target = self.links.get(prefix)
+                if target is None:
+                    continue
+                base = target if target.startswith("/") else posixpath.join(posixpath.dirname(prefix), target)
+                parts = [p for p in posixpath.normpath(base).split("/") if p] + parts[i:]
+                break
+            else:
+                return "/" + "/".join(parts)
+        raise UsageError(f"{path}: too many symbolic links in the base", hint="check the base's folder links")
 
     def named(self, name: str) -> tuple[InstalledDist, ...]:
         """The installed distributions of a canonical name (two dist-info folders of one name happen)."""
@@ -85,7 +106,8 @@ class BaseScheme:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "interpreter": self.interpreter, "python_version": self.python_version,
-                "paths": dict(self.paths), "installed": [d.to_json() for d in self.installed]}
+                "paths": dict(self.paths), "installed": [d.to_json() for d in self.installed],
+                "links": dict(sorted(self.links.items()))}
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> BaseScheme:
@@ -140,4 +162,11 @@ class BaseScheme:
         order = [(d.name, d.dist_info) for d in installed]
         if order != sorted(set(order)):
             raise fail("installed", "sorted by name and dist_info, without repeats", order)
-        return cls(interpreter, version, scheme, tuple(installed))
+        raw_links = data["links"]
+        if not isinstance(raw_links, dict):
+            raise fail("links", "an object", raw_links)
+        links = {path(k, "links"): v for k, v in raw_links.items()}
+        for key, target in links.items():
+            if not isinstance(target, str) or not target or "\0" in target or len(target) > 4096:
+                raise fail(f"links[{key!r}]", "a link target", target)
+        return cls(interpreter, version, scheme, tuple(installed), links)

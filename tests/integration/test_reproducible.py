@@ -139,3 +139,32 @@ def test_an_older_wheel_in_the_base_is_replaced_without_stale_files(
                           capture_output=True, text=True, check=True)
     assert gone.stdout.strip() == "0"
     engine.remove_image(reference)
+
+
+def test_a_patch_under_a_folder_link_of_the_base_is_written_through_the_link(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo base is merged-/usr (``/lib -> usr/lib``): a patch for ``/lib/...`` must land in
+    ``/usr/lib/...`` and leave the link alone, or the image loses its loader and libraries."""
+    import uuid
+
+    folder = tmp_path / "patches" / "libconf"
+    folder.mkdir(parents=True)
+    (folder / "x.conf").write_text("sparkimg\n")
+    (folder / "mounts.txt").write_text("x.conf /lib/sparkimg-test/x.conf\n")
+    assert cli(capsys, tmp_path / "s", "patches", "pin", str(folder))[0] == 0
+    name = f"links-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(OLDSIX_SPEC.format(name=name, base=demo_base, sha256=SIX_WHEELS["1.16.0"]) + "patches:\n"
+                    "  - name: libconf\n    dir: patches/libconf\n    mode: bake\n    replaces_system_files: true\n")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(spec))[0] == 0
+    code, built, err = cli(capsys, store, "build", str(spec), "--json", "--quiet")
+    assert code == 0, err
+    reference = built["image"]["reference"]
+    inside = subprocess.run([engine.client, "run", "--rm", "--network", "none", reference, "sh", "-c",
+                             "readlink /lib; cat /usr/lib/sparkimg-test/x.conf; ls /lib/x86_64-linux-gnu | wc -l"],
+                            capture_output=True, text=True, check=True)
+    link, content, libraries = inside.stdout.split()
+    assert (link, content) == ("usr/lib", "sparkimg") and int(libraries) > 10
+    engine.remove_image(reference)

@@ -169,3 +169,12 @@ def test_the_image_record_round_trips() -> None:
     assert oci.ImageRecord.from_json(record.to_json(), "r") == record
     with pytest.raises(FetchError):
         oci.ImageRecord.from_json({**record.to_json(), "layers": [{"digest": "x"}]}, "r")
+
+
+def test_spec_env_expands_variables_as_a_dockerfile_env_did() -> None:
+    config = json.loads(oci.config(_base(), env={"PATH": "/opt/bin:$PATH", "A": "${LANG}-${NONE:-x}",
+                                                 "B": "$A \\$A ${A:+set}"}, labels={}, epoch=EPOCH, layers=[]))
+    env = dict(e.split("=", 1) for e in config["config"]["Env"])
+    assert env["PATH"] == "/opt/bin:/usr/bin"  # replaced in place, from the base's value
+    assert env["A"] == "C-x" and env["B"] == "C-x $A set"  # in name order: A before B
+    assert oci.expand("$1 and $", {}) == "$1 and $"

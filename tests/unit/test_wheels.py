@@ -255,9 +255,10 @@ def test_the_query_finds_files_and_owned_folders(tmp_path: Path) -> None:
                                    f"{prefix}/bin/foo", f"{info}/METADATA", f"{info}/RECORD"])
     # shared/ holds another file, bin/ and dist-packages/ are scheme folders: none is owned.
     assert foo["owned_dirs"] == sorted([f"{site}/foo", info])
-    scheme = {"schema": "sparkimg-scheme/v1", "interpreter": "/usr/bin/python3", "python_version": "3.11.2",
+    scheme = {"schema": "sparkimg-scheme/v2", "interpreter": "/usr/bin/python3", "python_version": "3.11.2",
               "paths": {"purelib": str(site), "platlib": str(site), "scripts": str(prefix / "bin"),
-                        "data": str(prefix), "headers": "/usr/include/python3.11"}, "installed": found}
+                        "data": str(prefix), "headers": "/usr/include/python3.11"}, "installed": found,
+              "links": {"/lib": "usr/lib"}}
     assert BaseScheme.from_json(json.loads(json.dumps(scheme)), "x").named("foo-bar")[0].dist_info == info
 
 
@@ -297,3 +298,23 @@ def test_the_scheme_is_asked_once_per_base_and_remembered(tmp_path: Path) -> Non
 
 def query_bytes() -> bytes:
     return Path(query.__file__).read_bytes()
+
+
+@pytest.mark.parametrize(("record", "entry_points", "said"), [
+    ("foo/__init__.py,\x00,\n", None, "InvalidRecordEntry"),
+    (None, "[console_scripts]\nfoo = \n[[bad\n", "ParsingError"),
+])
+def test_a_damaged_record_or_entry_points_file_is_a_build_error(
+    tmp_path: Path, record: str | None, entry_points: str | None, said: str
+) -> None:
+    """Bad input from a wheel ends in a sparkimg error naming the wheel, never in a traceback."""
+    wheel = tmp_path / "foo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("foo/__init__.py", "x = 1\n")
+        archive.writestr("foo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: foo\nVersion: 1.0\n")
+        archive.writestr("foo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        if entry_points is not None:
+            archive.writestr("foo-1.0.dist-info/entry_points.txt", entry_points)
+        archive.writestr("foo-1.0.dist-info/RECORD", record or "")
+    with pytest.raises(BuildError, match=f"wheel {wheel.name}: cannot install it: {said}"):
+        stage_wheels([wheel], fake_scheme(), tmp_path / "root")
