@@ -135,31 +135,48 @@ class RegistryClient:
         return _json_object(response.content, f"{ref.base_url}/blobs/{digest}", "image config")
 
     def _get(self, ref: ImageRef, url: str, headers: dict[str, str]) -> requests.Response:
+        return self.send("GET", ref, url, headers=headers)
+
+    def send(self, method: str, ref: ImageRef, url: str, *, headers: dict[str, str] | None = None,
+             data: bytes | None = None, ok: tuple[int, ...] = (200,), scope: str = "pull",
+             stream: bool = False) -> requests.Response:
+        """One request with the registry's auth: on a 401 the challenge is answered once (a bearer
+        token for ``scope`` on this repository, or basic credentials) and the request sent again."""
         import requests
 
-        key = f"{ref.registry}/{ref.repository}"
+        key = f"{ref.registry}/{ref.repository}/{scope}"
         for attempt in range(2):
-            sent = dict(headers)
+            sent = dict(headers or {})
             if key in self._tokens:
-                sent["Authorization"] = f"Bearer {self._tokens[key]}"
+                sent["Authorization"] = self._tokens[key]
             try:
-                response = self.session.get(url, headers=sent, timeout=self.timeout)
+                response = self.session.request(method, url, headers=sent, data=data, timeout=self.timeout,
+                                                stream=stream, allow_redirects=method in ("GET", "HEAD"))
             except requests.RequestException as exc:
                 raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
                                    hint="check the registry address and that it is running") from None
             if response.status_code == 401 and attempt == 0:
-                self._tokens[key] = self._token(ref, response.headers.get("WWW-Authenticate", ""))
+                self._tokens[key] = self._authorization(ref, response.headers.get("WWW-Authenticate", ""), scope)
                 continue
-            if response.status_code == 404:
+            if response.status_code in ok:
+                return response
+            if response.status_code == 404 and method == "GET":
                 raise ResolveError(f"{url}: not found (404)", hint="check the repository and tag; "
                                    "a registry may stop serving an old digest")
-            if response.status_code != 200:
-                raise ResolveError(f"{url}: HTTP {response.status_code}")
-            return response
+            said = response.text.strip()[:200] if not stream else ""
+            raise ResolveError(f"{method} {url}: HTTP {response.status_code}" + (f": {said}" if said else ""))
         raise ResolveError(f"{url}: still unauthorized after token auth",
                            hint="log in with `docker login` so the Docker config holds credentials")
 
-    def _token(self, ref: ImageRef, challenge: str) -> str:
+    def _authorization(self, ref: ImageRef, challenge: str, scope: str) -> str:
+        if challenge.lower().startswith("basic"):
+            found = _credentials(ref.registry)
+            if found is None:
+                raise ResolveError(f"{ref.registry}: asks for a login", hint="log in with `docker login`")
+            return "Basic " + base64.b64encode(f"{found[0]}:{found[1]}".encode()).decode()
+        return "Bearer " + self._token(ref, challenge, scope)
+
+    def _token(self, ref: ImageRef, challenge: str, scope: str = "pull") -> str:
         scheme, _, params = challenge.partition(" ")
         if scheme.lower() != "bearer":
             raise ResolveError(f"{ref.registry}: unsupported auth challenge {challenge!r}")
@@ -167,7 +184,7 @@ class RegistryClient:
         realm = fields.pop("realm", None)
         if not realm:
             raise ResolveError(f"{ref.registry}: auth challenge without a realm")
-        fields.setdefault("scope", f"repository:{ref.repository}:pull")
+        fields.setdefault("scope", f"repository:{ref.repository}:{scope}")
         import requests
 
         auth = _credentials(ref.registry)

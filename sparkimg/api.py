@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .prewarm.verify import Report as CacheReport
     from .prewarm.warm import Events as PrewarmEvents
     from .prewarm.warm import Result as PrewarmResult
+    from .push import Pushed
     from .receipts.emit import Emitted
     from .receipts.runargs import RunArgs
     from .receipts.verify import Report as ReceiptReport
@@ -294,6 +295,37 @@ def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path,
     runner = runner_for("image", target, engine=engine, budget=budget)
     warmed = warm(target, runner, cache, budget, key, report)
     return _Warmed(warmed, receipt_entry(warmed))
+
+
+# -- push ------------------------------------------------------------------------------
+
+
+def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, store: Path | None = None,
+         report: Reporter = silent) -> Pushed:
+    """Upload the spec's built image, from the store's OCI data, to ``target`` (REGISTRY/REPO),
+    tagged with an immutable dated tag (``YYYYMMDD-KEY12``, the date of the lock's source epoch)
+    and ``tags``."""
+    from datetime import UTC, datetime
+
+    from . import lock as lock_mod
+    from .build.assemble import image_record
+    from .fetch import base_image
+    from .plan import image_key
+    from .push import push as push_image
+    from .push import target_of
+
+    target_of(target)  # bad input fails before anything is read
+    spec = load(spec_path, report)
+    the_store = _store(store)
+    lock = lock_mod.load_checked(spec, the_store)
+    key = image_key(spec, lock)
+    record = image_record(the_store, key)
+    if record is None:
+        raise UsageError(f"{spec_path}: the store has no image for this spec and lock (key {key[:16]})",
+                         hint=f"build it first: `sparkimg build {spec_path}`")
+    dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
+    base = base_image(lock, the_store, report=report)
+    return push_image(record, base, lock, the_store, target, [dated, *tags], report=report)
 
 
 # -- keys, patches, receipts -----------------------------------------------------------

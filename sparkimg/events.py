@@ -29,6 +29,7 @@ class Phase(StrEnum):
     PREWARM = "prewarm"
     VERIFY = "verify"
     CHECK = "check"
+    PUSH = "push"
     PREFLIGHT = "preflight"
 
 

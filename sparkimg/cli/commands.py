@@ -260,7 +260,17 @@ def _prewarm_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_push(args: argparse.Namespace) -> int:
+    pushed = api.push(args.spec, args.to, args.tag, store=args.store, report=_reporter(args))
+    if not _emit(args, pushed.to_json()):
+        moved = sum(b.how == "uploaded" for b in pushed.blobs)
+        render.line(f"pushed {pushed.repository}@{pushed.manifest_digest} (tags: {', '.join(pushed.tags)}); "
+                    f"{moved} of {len(pushed.blobs)} blob(s) uploaded, {format_size(pushed.sent)} sent")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "push": cmd_push,
     "check": cmd_check,
     "lock": cmd_lock,
     "fetch": cmd_fetch,

@@ -17,6 +17,7 @@ EXAMPLES = {
     "fetch": "sparkimg fetch layers/demo.yaml",
     "plan": "sparkimg plan layers/demo.yaml --json",
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
+    "push": "sparkimg push layers/demo.yaml --to 127.0.0.1:5000/sparkimg/demo --tag latest",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
@@ -60,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
                    help="re-resolve this input (a source, 'base', 'toolchain' or 'all'); repeatable")
     command("fetch", "fetch every locked input into the store and pull the base by digest")
     command("plan", "show each layer's cache key, whether it is built, and what changed")
+    p = command("push", "upload the built image from sparkimg's own data to a registry: only the blobs it "
+                "lacks, then the manifest the receipt names, by digest and by tag")
+    p.add_argument("--to", required=True, metavar="REGISTRY/REPO", help="the repository to push to")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="a moving tag besides the immutable dated one (repeatable), e.g. latest")
     p = command("build", "build the image: fetch, bounded compiles, assembly")
     p.add_argument("--memory", type=_size, help="memory bound per compile container (overrides the spec)")
     p.add_argument("--cpus", type=float, help="CPU bound per compile container")

@@ -1,0 +1,174 @@
+"""``sparkimg push``: upload an image from sparkimg's own OCI data to a registry, so the registry
+serves the very manifest the receipt names (``docker push`` compresses the layers again and
+writes another manifest).
+
+Over the distribution API: each blob is asked for first (HEAD) and skipped when the registry
+has it; a base layer is mounted from the base's repository when that lives on the same
+registry, else streamed from the base's registry; new layers and the config come from the
+store. Uploads go in chunks (PATCH with Content-Range, then PUT with the digest), so a
+multi-GB layer never sits in memory. Then the manifest, by digest, and its tags. A patch-only
+change sends one small layer, the config and the manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+from ._registry import ImageRef, RegistryClient
+from .errors import ResolveError, UsageError
+from .events import Event, Kind, Phase, Reporter, silent
+from .formats import oci
+from .lock import Lock
+from .store import CHUNK, Store
+
+UPLOAD_CHUNK = 32 * CHUNK  # bytes per PATCH
+
+
+@dataclass(frozen=True)
+class BlobPush:
+    digest: str
+    size: int
+    how: str  # "present", "mounted" or "uploaded"
+    sent: int  # bytes sent
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "size": self.size, "how": self.how, "sent": self.sent}
+
+
+@dataclass(frozen=True)
+class Pushed:
+    repository: str  # REGISTRY/REPO
+    manifest_digest: str
+    config_digest: str
+    tags: tuple[str, ...]
+    blobs: tuple[BlobPush, ...]
+
+    @property
+    def sent(self) -> int:
+        return sum(b.sent for b in self.blobs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
+                "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
+                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs]}
+
+
+def target_of(text: str) -> ImageRef:
+    """``--to REGISTRY/REPO``: a repository, with no tag or digest (tags are given with --tag)."""
+    ref = ImageRef.parse(text)
+    if "@" in text or ":" in text.rsplit("/", 1)[-1] or "/" not in text:
+        raise UsageError(f"--to {text}: give a registry and repository (REGISTRY/REPO), no tag or digest",
+                         hint="e.g. --to 127.0.0.1:5000/sparkimg/demo --tag latest")
+    return ref
+
+
+def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
+         tags: Sequence[str], *, client: RegistryClient | None = None, report: Reporter = silent) -> Pushed:
+    """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``."""
+    to = target_of(target)
+    client = client or RegistryClient()
+    base_ref = ImageRef.parse(lock.base.repository)
+    manifest = store.blob(_hex(record.manifest_digest)).read_bytes()
+    config = store.blob(_hex(record.config_digest)).read_bytes()
+    done: list[BlobPush] = []
+    for descriptor in base.layers:
+        done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
+                          mount_from=base_ref.repository if base_ref.registry == to.registry else None,
+                          chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest)))
+    for layer in record.layers:
+        digest = layer.descriptor.digest
+        done.append(_blob(client, to, digest, layer.descriptor.size, report,
+                          chunks=lambda d=digest: _file_chunks(store, d)))
+    done.append(_blob(client, to, record.config_digest, len(config), report, chunks=lambda: iter([config])))
+    media_type = record.media_type
+    for reference in (record.manifest_digest, *tags):
+        response = client.send("PUT", to, f"{to.base_url}/manifests/{reference}", data=manifest,
+                               headers={"Content-Type": media_type}, ok=(201,), scope="pull,push")
+        said = response.headers.get("Docker-Content-Digest")
+        if said and said != record.manifest_digest:
+            raise ResolveError(f"{to.registry}/{to.repository}:{reference}: the registry stored the manifest as "
+                               f"{said}, not {record.manifest_digest}")
+    report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{record.manifest_digest} "
+                 f"({', '.join(tags) or 'no tags'}): {sum(b.sent for b in done)} bytes sent, "
+                 f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
+                 figures={"sent": sum(b.sent for b in done)}))
+    return Pushed(f"{to.registry}/{to.repository}", record.manifest_digest, record.config_digest, tuple(tags),
+                  tuple(done))
+
+
+def _blob(client: RegistryClient, to: ImageRef, digest: str, size: int, report: Reporter, *,
+          chunks: Any, mount_from: str | None = None) -> BlobPush:
+    """One blob: present (HEAD), mounted from another repository, or uploaded in chunks."""
+    head = client.send("HEAD", to, f"{to.base_url}/blobs/{digest}", ok=(200, 404), scope="pull,push")
+    if head.status_code == 200:
+        return BlobPush(digest, size, "present", 0)
+    start = f"{to.base_url}/blobs/uploads/"
+    if mount_from is not None:
+        answer = client.send("POST", to, f"{start}?mount={digest}&from={mount_from}", ok=(201, 202),
+                             scope="pull,push", headers={"Content-Length": "0"})
+        if answer.status_code == 201:
+            report(Event(Phase.PUSH, f"mounted {digest[:19]} from {mount_from}"))
+            return BlobPush(digest, size, "mounted", 0)
+    else:
+        answer = client.send("POST", to, start, ok=(202,), scope="pull,push", headers={"Content-Length": "0"})
+    location = _location(to, answer)
+    sent = 0
+    for chunk in _sized(chunks()):
+        answer = client.send("PATCH", to, location, data=chunk, ok=(202, 204), scope="pull,push",
+                             headers={"Content-Type": "application/octet-stream",
+                                      "Content-Range": f"{sent}-{sent + len(chunk) - 1}",
+                                      "Content-Length": str(len(chunk))})
+        sent += len(chunk)
+        location = _location(to, answer)
+    if sent != size:
+        raise ResolveError(f"blob {digest}: {sent} bytes read, the manifest says {size}")
+    separator = "&" if "?" in location else "?"
+    client.send("PUT", to, f"{location}{separator}digest={digest}", ok=(201,), scope="pull,push",
+                headers={"Content-Length": "0"})
+    report(Event(Phase.PUSH, f"uploaded {digest[:19]} ({sent} bytes)", figures={"sent": sent}))
+    return BlobPush(digest, size, "uploaded", sent)
+
+
+def _location(to: ImageRef, response: Any) -> str:
+    location = response.headers.get("Location")
+    if not location:
+        raise ResolveError(f"{to.registry}: an upload answer without a Location header")
+    return str(urljoin(to.base_url + "/", location))
+
+
+def _sized(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The stream cut or joined into UPLOAD_CHUNK-sized pieces (the last one shorter)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        while len(pending) >= UPLOAD_CHUNK:
+            yield pending[:UPLOAD_CHUNK]
+            pending = pending[UPLOAD_CHUNK:]
+    if pending:
+        yield pending
+
+
+def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
+    with store.blob(_hex(digest)).open("rb") as handle:
+        while chunk := handle.read(UPLOAD_CHUNK):
+            yield chunk
+
+
+def client_stream(client: RegistryClient, ref: ImageRef, digest: str) -> Iterator[bytes]:
+    """A base layer from its registry, checked against its digest as it streams."""
+    import hashlib
+
+    response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
+    hashed = hashlib.sha256()
+    for chunk in response.iter_content(CHUNK):
+        hashed.update(chunk)
+        yield chunk
+    if "sha256:" + hashed.hexdigest() != digest:
+        raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[1]
