@@ -97,11 +97,11 @@ class RegistryClient:
             )
         return Resolved(index_digest, digest, config_digest, media_type, platform), config
 
-    def manifest_bytes(self, reference: str, digest: str) -> bytes:
+    def manifest_bytes(self, reference: str, digest: str, *, accept: str = ", ".join(MANIFEST_TYPES)) -> bytes:
         """An image manifest by digest, bytes as served (checked against the digest)."""
         ref = ImageRef.parse(reference)
         url = f"{ref.base_url}/manifests/{digest}"
-        raw = self._get(ref, url, {"Accept": ", ".join(MANIFEST_TYPES)}).content
+        raw = self._get(ref, url, {"Accept": accept}).content
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
             raise ResolveError(f"{url}: the content does not hash to {digest}")
         return bytes(raw)

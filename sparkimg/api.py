@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .prewarm.verify import Report as CacheReport
     from .prewarm.warm import Events as PrewarmEvents
     from .prewarm.warm import Result as PrewarmResult
+    from .pull import Pulled
     from .push import Pushed
     from .receipts.emit import Emitted
     from .receipts.runargs import RunArgs
@@ -300,11 +301,11 @@ def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path,
 # -- push ------------------------------------------------------------------------------
 
 
-def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, store: Path | None = None,
-         report: Reporter = silent) -> Pushed:
+def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Path | None = None,
+         store: Path | None = None, report: Reporter = silent) -> Pushed:
     """Upload the spec's built image, from the store's OCI data, to ``target`` (REGISTRY/REPO),
     tagged with an immutable dated tag (``YYYYMMDD-KEY12``, the date of the lock's source epoch)
-    and ``tags``."""
+    and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it."""
     from datetime import UTC, datetime
 
     from . import lock as lock_mod
@@ -313,6 +314,7 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, store: Path 
     from .plan import image_key
     from .push import push as push_image
     from .push import target_of
+    from .receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
     spec = load(spec_path, report)
@@ -325,7 +327,23 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, store: Path 
                          hint=f"build it first: `sparkimg build {spec_path}`")
     dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
     base = base_image(lock, the_store, report=report)
-    return push_image(record, base, lock, the_store, target, [dated, *tags], report=report)
+    written = receipt or receipt_path(spec, key)
+    if receipt is not None and not receipt.is_file():
+        raise UsageError(f"--receipt {receipt}: no such file", hint="pass the receipt `sparkimg build` wrote")
+    data = written.read_bytes() if written.is_file() else None
+    if data is None:
+        report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
+    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, report=report)
+
+
+def pull(reference: str, key: Path, *, recipe: Path | None = None, store: Path | None = None,
+         report: Reporter = silent) -> Pulled:
+    """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest."""
+    from .pull import pull as pull_image
+    from .signing.keys import load_public
+
+    trusted = load_public(key)
+    return pull_image(reference, trusted, engine(_store(store)), recipe=recipe, report=report)
 
 
 # -- keys, patches, receipts -----------------------------------------------------------

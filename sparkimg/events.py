@@ -30,6 +30,7 @@ class Phase(StrEnum):
     VERIFY = "verify"
     CHECK = "check"
     PUSH = "push"
+    PULL = "pull"
     PREFLIGHT = "preflight"
 
 

@@ -12,6 +12,7 @@ change sends one small layer, the config and the manifest.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ class Pushed:
     config_digest: str
     tags: tuple[str, ...]
     blobs: tuple[BlobPush, ...]
+    receipt: str | None = None  # the digest of the attached receipt artifact
 
     @property
     def sent(self) -> int:
@@ -53,7 +55,7 @@ class Pushed:
     def to_json(self) -> dict[str, Any]:
         return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
                 "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
-                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs]}
+                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt}
 
 
 def target_of(text: str) -> ImageRef:
@@ -66,7 +68,8 @@ def target_of(text: str) -> ImageRef:
 
 
 def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
-         tags: Sequence[str], *, client: RegistryClient | None = None, report: Reporter = silent) -> Pushed:
+         tags: Sequence[str], *, receipt: bytes | None = None, client: RegistryClient | None = None,
+         report: Reporter = silent) -> Pushed:
     """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``."""
     to = target_of(target)
     client = client or RegistryClient()
@@ -91,12 +94,40 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
         if said and said != record.manifest_digest:
             raise ResolveError(f"{to.registry}/{to.repository}:{reference}: the registry stored the manifest as "
                                f"{said}, not {record.manifest_digest}")
+    attached = attach(client, to, oci.Descriptor(media_type, record.manifest_digest, len(manifest)), receipt,
+                      store, report) if receipt is not None else None
     report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{record.manifest_digest} "
                  f"({', '.join(tags) or 'no tags'}): {sum(b.sent for b in done)} bytes sent, "
                  f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
                  figures={"sent": sum(b.sent for b in done)}))
     return Pushed(f"{to.registry}/{to.repository}", record.manifest_digest, record.config_digest, tuple(tags),
-                  tuple(done))
+                  tuple(done), attached)
+
+
+def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receipt: bytes, store: Store,
+           report: Reporter) -> str:
+    """Put the receipt beside the image as an OCI artifact whose ``subject`` is the image manifest;
+    where the registry has no referrers API (Distribution 2.8), list it in the ``sha256-HEX``
+    fallback index too. That index is read, changed and written: writers from this store take
+    turns (a lock in the store); the registry itself offers no conditional write."""
+    for blob in (oci.EMPTY, receipt):
+        _blob(client, to, oci.sha256_of(blob), len(blob), report, chunks=lambda b=blob: iter([b]))
+    artifact = oci.receipt_artifact(subject, receipt)
+    digest = oci.sha256_of(artifact)
+    client.send("PUT", to, f"{to.base_url}/manifests/{digest}", data=artifact, ok=(201,), scope="pull,push",
+                headers={"Content-Type": oci.OCI_MANIFEST})
+    referrers = client.send("GET", to, f"{to.base_url}/referrers/{subject.digest}", ok=(200, 404),
+                            headers={"Accept": oci.OCI_INDEX})
+    if referrers.status_code != 200 or not referrers.headers.get("Content-Type", "").startswith(oci.OCI_INDEX):
+        tag = oci.fallback_tag(subject.digest)
+        with store.lock(f"referrers-{hashlib.sha256(f'{to.registry}/{to.repository}'.encode()).hexdigest()[:16]}"):
+            found = client.send("GET", to, f"{to.base_url}/manifests/{tag}", ok=(200, 404),
+                                headers={"Accept": oci.OCI_INDEX})
+            index = oci.referrers_index(found.content if found.status_code == 200 else None, artifact)
+            client.send("PUT", to, f"{to.base_url}/manifests/{tag}", data=index, ok=(201,), scope="pull,push",
+                        headers={"Content-Type": oci.OCI_INDEX})
+    report(Event(Phase.PUSH, f"attached the receipt as {digest[:19]} (subject {subject.digest[:19]})"))
+    return digest
 
 
 def _blob(client: RegistryClient, to: ImageRef, digest: str, size: int, report: Reporter, *,
@@ -159,8 +190,6 @@ def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
 
 def client_stream(client: RegistryClient, ref: ImageRef, digest: str) -> Iterator[bytes]:
     """A base layer from its registry, checked against its digest as it streams."""
-    import hashlib
-
     response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
     hashed = hashlib.sha256()
     for chunk in response.iter_content(CHUNK):

@@ -261,7 +261,8 @@ def _prewarm_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    pushed = api.push(args.spec, args.to, args.tag, store=args.store, report=_reporter(args))
+    pushed = api.push(args.spec, args.to, args.tag, receipt=args.receipt, store=args.store,
+                      report=_reporter(args))
     if not _emit(args, pushed.to_json()):
         moved = sum(b.how == "uploaded" for b in pushed.blobs)
         render.line(f"pushed {pushed.repository}@{pushed.manifest_digest} (tags: {', '.join(pushed.tags)}); "
@@ -269,7 +270,16 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    pulled = api.pull(args.reference, args.key, recipe=args.recipe, store=args.store, report=_reporter(args))
+    if not _emit(args, pulled.to_json()):
+        render.line(f"pulled {pulled.reference}: manifest {pulled.manifest_digest}, config {pulled.config_digest}, "
+                    f"{len(pulled.diff_ids)} layers; receipt verified ({', '.join(pulled.checks)})")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "pull": cmd_pull,
     "push": cmd_push,
     "check": cmd_check,
     "lock": cmd_lock,

@@ -18,6 +18,7 @@ EXAMPLES = {
     "plan": "sparkimg plan layers/demo.yaml --json",
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
     "push": "sparkimg push layers/demo.yaml --to 127.0.0.1:5000/sparkimg/demo --tag latest",
+    "pull": "sparkimg pull 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub --recipe layers/demo.recipe.yaml",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
@@ -66,6 +67,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--to", required=True, metavar="REGISTRY/REPO", help="the repository to push to")
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="a moving tag besides the immutable dated one (repeatable), e.g. latest")
+    p.add_argument("--receipt", type=Path, help="the receipt to attach (default: the one `build` wrote)")
+    p = command("pull", "verify the receipt attached to an image in a registry (key, recipe, subject), then "
+                "pull it by digest and tag it; a receipt that does not verify pulls nothing", spec=False)
+    p.add_argument("reference", metavar="REF", help="REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...")
+    p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key")
+    p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
     p = command("build", "build the image: fetch, bounded compiles, assembly")
     p.add_argument("--memory", type=_size, help="memory bound per compile container (overrides the spec)")
     p.add_argument("--cpus", type=float, help="CPU bound per compile container")

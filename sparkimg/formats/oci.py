@@ -266,3 +266,54 @@ class ImageRecord:
         layers = tuple(Layer.from_json(d, f"{where}.layers[{i}]") for i, d in enumerate(data["layers"]))
         return cls(data["manifest"], data["config"], data["mediaType"], data["baseManifest"], layers,
                    data["compressor"], data["tarFormat"])
+
+
+# -- the receipt as an OCI artifact that refers to its image ------------------------------
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+EMPTY = b"{}"
+RECEIPT_ARTIFACT = "application/vnd.sparkimg.receipt.v1+json"
+DSSE_ENVELOPE = "application/vnd.dsse.envelope.v1+json"
+
+
+def receipt_artifact(subject: Descriptor, receipt: bytes) -> bytes:
+    """An OCI artifact manifest whose one layer is the receipt (a DSSE envelope) and whose
+    ``subject`` is the image manifest it speaks of (OCI image spec 1.1, "Guidelines for
+    artifact usage"): a registry's referrers API lists it under the image."""
+    return encode({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": RECEIPT_ARTIFACT,
+        "config": Descriptor(OCI_EMPTY, sha256_of(EMPTY), len(EMPTY)).to_json(),
+        "layers": [Descriptor(DSSE_ENVELOPE, sha256_of(receipt), len(receipt)).to_json()],
+        "subject": subject.to_json(),
+    })
+
+
+def fallback_tag(digest: str) -> str:
+    """The tag under which a registry without the referrers API keeps an image's referrers."""
+    return digest.replace(":", "-")
+
+
+def referrers_index(existing: bytes | None, artifact: bytes) -> bytes:
+    """The referrers index (``sha256-HEX`` fallback tag) with ``artifact`` added once; entries of
+    other tools are kept as they were."""
+    manifests: list[dict[str, Any]] = []
+    if existing:
+        found = _object(existing, "referrers index").get("manifests")
+        manifests = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    entry = {**Descriptor(OCI_MANIFEST, sha256_of(artifact), len(artifact)).to_json(),
+             "artifactType": RECEIPT_ARTIFACT}
+    if not any(m.get("digest") == entry["digest"] for m in manifests):
+        manifests.append(entry)
+    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests})
+
+
+def receipt_referrers(index: bytes) -> list[str]:
+    """The digests of the sparkimg receipts a referrers index lists, oldest first."""
+    found = _object(index, "referrers index").get("manifests")
+    if not isinstance(found, list):
+        return []
+    return [str(m["digest"]) for m in found if isinstance(m, dict) and m.get("artifactType") == RECEIPT_ARTIFACT
+            and isinstance(m.get("digest"), str) and _DIGEST.match(m["digest"])]

@@ -15,6 +15,7 @@ from ..formats.canonical import canonical
 from ..formats.statement import Descriptor, Statement
 from ..signing.keys import PrivateKey
 from ..signing.signed import Written, write_signed
+from ..spec import Spec
 from ..store import Store
 from .statement import statement
 
@@ -25,8 +26,12 @@ Emitted = Written
 
 
 def default_path(result: BuildResult) -> Path:
-    spec = result.plan.spec
-    return spec.root / "receipts" / spec.name / f"{result.plan.image.key[:16]}.receipt.json"
+    return receipt_path(result.plan.spec, result.plan.image.key)
+
+
+def receipt_path(spec: Spec, image_key: str) -> Path:
+    """Where ``build`` writes an image's receipt unless told otherwise (and where ``push`` looks)."""
+    return spec.root / "receipts" / spec.name / f"{image_key[:16]}.receipt.json"
 
 
 def has_statement(result: BuildResult, store: Store) -> bool:

@@ -1,0 +1,80 @@
+"""``sparkimg pull`` against the real loopback registry and engine: the receipt travels with the
+image (an OCI artifact listed in the ``sha256-HEX`` fallback index, as Distribution 2.8 has no
+referrers API); a node pulls only what a trusted receipt names and keeps its image otherwise."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sparkimg._registry import ImageRef, RegistryClient
+from sparkimg.engine import Engine
+from sparkimg.formats import oci
+from sparkimg.push import attach
+from sparkimg.store import Store
+
+from .helpers import cli, copy_demo
+
+
+def _rebuild_with_patch(capsys: pytest.CaptureFixture[str], store: Path, demo: Path, key: Path,
+                        receipt: Path) -> dict[str, object]:
+    patch = demo.parents[1] / "patches" / "demo" / "serve.env"
+    patch.write_text(patch.read_text() + f"VLLM_PULL_TEST={uuid.uuid4().hex}\n")
+    assert cli(capsys, store, "patches", "pin", str(patch.parent))[0] == 0
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    code, built, _ = cli(capsys, store, "build", str(demo), "--json", "--quiet", "--key", str(key),
+                         "--receipt", str(receipt))
+    assert code == 0
+    return dict(built)
+
+
+def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_one(
+    tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    for name in ("trusted", "attacker"):
+        assert cli(capsys, store, "keygen", "--out", str(tmp_path / name))[0] == 0
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    code, first, _ = cli(capsys, store, "build", str(demo), "--json", "--quiet", "--key",
+                         str(tmp_path / "trusted.key"), "--receipt", str(tmp_path / "v1.json"))
+    assert code == 0
+    repository = f"{registry}/sparkimg-test/pull-{uuid.uuid4().hex[:8]}"
+    code, pushed, _ = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "latest", "--receipt",
+                          str(tmp_path / "v1.json"), "--json")
+    assert code == 0 and pushed["receipt"]
+    tag = f"{repository}:latest"
+
+    code, pulled, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"), "--json")
+    assert code == 0, err
+    assert (pulled["manifest"], pulled["config"]) == (first["oci"]["manifest"], first["oci"]["config"])
+    assert pulled["diff_ids"][-3:] == first["oci"]["diff_ids"]
+    assert engine.image_id(tag) == first["oci"]["config"]
+
+    # An attacker pushes another image under the same tag with a receipt of its own key.
+    second = _rebuild_with_patch(capsys, store, demo, tmp_path / "attacker.key", tmp_path / "v2.json")
+    code, _, _ = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "latest", "--receipt",
+                     str(tmp_path / "v2.json"), "--json")
+    assert code == 0
+    code, _, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"))
+    assert code == 1 and "no attached receipt verifies" in err and "signature" in err
+    assert engine.image_id(tag) == first["oci"]["config"]  # the node keeps the image it had
+
+    # The trusted receipt of the first image attached to the second: it verifies, but names another manifest.
+    to = ImageRef.parse(repository)
+    manifest = Store(store).blob(str(second["oci"]["manifest"]).split(":")[1]).read_bytes()  # type: ignore[index]
+    attach(RegistryClient(), to, oci.Descriptor(oci.DOCKER_MANIFEST, oci.sha256_of(manifest), len(manifest)),
+           (tmp_path / "v1.json").read_bytes(), Store(store), lambda event: None)
+    code, _, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"))
+    assert code == 1 and f"names manifest {first['oci']['manifest']}" in err
+    assert engine.image_id(tag) == first["oci"]["config"]
+
+    # Nothing attached at all: refused before any pull.
+    code, _, err = cli(capsys, store, "pull", f"{registry}/sparkimg/demo-base:bookworm", "--key",
+                       str(tmp_path / "trusted.pub"))
+    assert code == 1 and "no receipt is attached" in err
+    for result in (first, second):
+        engine.remove_image(str(result["image"]["reference"]))  # type: ignore[index]
+    engine.remove_image(tag)
