@@ -88,6 +88,8 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
             }
             for key, value in sorted(layer.env.items()):
                 inputs[f"env.{key}"] = digest_of(substitute(value, variables))
+            for name in layer.inputs:
+                inputs[f"input.{name}"] = digest_of(lock.sources[name].identity)
             kind = "compile"
         else:
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"

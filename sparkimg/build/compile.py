@@ -15,6 +15,7 @@ import shutil
 import tarfile
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._units import format_size
@@ -22,6 +23,7 @@ from ..engine import Engine, Mount, RunLimits
 from ..errors import AuditError, BuildError, OOMError
 from ..events import Event, Kind, Phase, Reporter
 from ..formats.canonical import loads
+from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord, Metrics, Output
 from ..lock import Lock
 from ..plan import RECORDS, PlannedLayer
@@ -88,6 +90,7 @@ def compile_layer(
     engine: Engine,
     budget: Budget,
     report: Reporter,
+    input_blobs: Mapping[str, str] | None = None,
 ) -> LayerRecord:
     """Build one layer, audit its outputs, admit them to the store; return its record."""
     work = store.temp_dir(f"compile-{layer.name}.")
@@ -101,6 +104,9 @@ def compile_layer(
         (tools / "run.sh").write_text(WRAPPER)
         mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
                   Mount(meta, "/sparkimg/meta", writable=True)]
+        for name in layer.inputs:
+            staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
+            mounts.append(Mount(staged, f"/inputs/{name}"))
         env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
                "SPARKIMG_LAYER": layer.name, **budget.env()}
         toolchain = lock.toolchain
@@ -186,6 +192,18 @@ def _normalise(layer: str, path: Path, epoch: int) -> None:
             temp = path.with_name(f".{path.name}.tmp")
             temp.write_bytes(new)
             temp.replace(path)
+
+
+def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
+    """One extra input as the command sees it: a tree unpacked, a pypi file under its own name."""
+    folder = work / "inputs" / name
+    folder.mkdir(parents=True)
+    pin = lock.sources[name]
+    if isinstance(pin, PypiPin):
+        shutil.copyfile(blob, folder / pin.filename)
+    else:
+        _unpack(blob, folder)
+    return folder
 
 
 def _unpack(blob: Path, target: Path) -> None:

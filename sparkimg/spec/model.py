@@ -139,6 +139,10 @@ class CompileLayer:
     outputs: str
     bounds: Bounds
     kind: Literal["compile"] = "compile"
+    # More sources the command reads, each read-only at /inputs/NAME (a git or path source
+    # unpacked, a pypi source's file under its own name): a build script kept apart from the
+    # source it builds, header wheels.
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
