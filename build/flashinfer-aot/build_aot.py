@@ -210,8 +210,10 @@ def prepare_tree(src: Path, build: Path) -> Path:
     data.mkdir(exist_ok=True)
     for name, target in DATA_LINKS.items():
         link = data / name
-        if link.is_symlink() or link.exists():
-            continue
+        if link.is_dir():
+            continue  # a real folder, or a link that still leads to one
+        if link.is_symlink():
+            link.unlink()  # a relative link of a built checkout, broken by the copy
         if not (src / target).is_dir():
             raise SystemExit(f"the source tree has no {target}/: is {src} an unpacked flashinfer-python sdist?")
         link.symlink_to(src / target)
@@ -324,6 +326,12 @@ def main(argv: list[str]) -> int:
     import flashinfer.version as fv
 
     version, commit = fv.__version__, getattr(fv, "__git_commit__", "unknown")
+    if version == "0.0.0+unknown" and (src / "version.txt").is_file():
+        # A git checkout has no _build_meta.py (its build backend writes one): its version.txt says it.
+        version = (src / "version.txt").read_text().strip()
+    if "+" in version:
+        raise SystemExit(f"FlashInfer's version {version!r} has a local label already; the wheel's label is the "
+                         "architectures (build from an sdist, or a tree whose _build_meta.py or version.txt is plain)")
     if not Path(fv.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"imported FlashInfer from {fv.__file__}, not from the source tree")
     log(f"FlashInfer {version} ({commit}) from {src}, architectures {arch_list}, MAX_JOBS={os.environ.get('MAX_JOBS')}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -105,7 +106,9 @@ def test_the_wheel_registers_a_provider_flashinfer_accepts(tmp_path: Path) -> No
 def test_the_shipped_spec_builds_the_default_set_in_bounds() -> None:
     text = (REPO / "layers" / "flashinfer-aot.yaml").read_text()
     assert "dist: sdist" in text and "inputs: [flashinfer-aot-build]" in text
-    modules = json.loads(text.split("SPARKIMG_AOT_MODULES: >-\n", 1)[1].split("\n", 1)[0])
+    import yaml
+
+    modules = json.loads(yaml.safe_load(text)["layers"][0]["env"]["SPARKIMG_AOT_MODULES"])
     assert modules == [{"activation": "silu"}, {"activation": "gelu_tanh"}, {"page": None}]
 
 
@@ -266,3 +269,40 @@ def test_verify_accepts_aot_and_jit_modules_and_flags_a_stray_copy(tmp_path: Pat
     stray.mkdir()
     (stray / "silu_and_mul.so").write_bytes(b"x")
     assert {p["check"] for p in verify(cache, key.public, expect).problems} == {"stray"}
+
+
+def test_the_source_tree_gets_its_data_links_in_a_writable_copy(tmp_path: Path) -> None:
+    aot = build_aot()
+    src = tmp_path / "src"
+    for folder in ("flashinfer/jit", "3rdparty/cutlass", "3rdparty/spdlog", "3rdparty/cccl", "csrc", "include"):
+        (src / folder).mkdir(parents=True)
+    (src / "flashinfer" / "data").mkdir()
+    (src / "flashinfer" / "data" / "csrc").symlink_to("../../csrc")  # a built checkout's relative link
+    tree = aot.prepare_tree(src, tmp_path / "build")
+    data = tree / "flashinfer" / "data"
+    assert {p.name: p.resolve() for p in data.iterdir()} == {
+        "cutlass": src / "3rdparty" / "cutlass", "spdlog": src / "3rdparty" / "spdlog",
+        "cccl": src / "3rdparty" / "cccl", "csrc": src / "csrc", "include": src / "include"}
+    shutil.rmtree(src / "include")
+    with pytest.raises(SystemExit, match="no include/"):
+        aot.prepare_tree(src, tmp_path / "build")
+
+
+def gb10_aot_set() -> list[dict[str, Any]]:
+    import yaml
+
+    data = yaml.safe_load((REPO / "layers" / "dsv41-flash-gb10.yaml").read_text())
+    parsed: list[dict[str, Any]] = build_aot().parse_modules(data["layers"][0]["env"]["SPARKIMG_AOT_MODULES"])
+    return parsed
+
+
+def test_the_gb10_spec_builds_its_kernel_set_but_mla_ahead_of_time() -> None:
+    aot = {(m["generator"], tuple(m["args"])) for m in gb10_aot_set()}
+    text = (REPO / "layers" / "dsv41-flash-gb10.yaml").read_text()
+    prewarm = text.split("\nprewarm:\n", 1)[1]
+    jit = [kind for kind in GENERATORS if f"- {kind}:" in prewarm]
+    assert sorted(jit) == ["activation", "mla", "norm", "page", "rope", "sampling", "topk"]
+    assert {g.rsplit(".", 1)[1] for g, _ in aot} == {
+        "gen_sampling_module", "gen_topk_module", "gen_page_module", "gen_norm_module", "gen_rope_module",
+        "gen_act_and_mul_module"}
+    assert (GENERATORS["activation"], ("silu",)) in aot
