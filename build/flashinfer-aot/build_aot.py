@@ -30,7 +30,9 @@ What it does, in order:
    The wheel's version is FlashInfer's with the architectures as a local label
    (``0.7.2.post1+sm121a``): FlashInfer accepts a provider only for its own version.
 
-Usage: ``python3 build_aot.py --src /src --out /out [--build /tmp/sparkimg-flashinfer-aot]``.
+Usage: ``python3 build_aot.py --src /src --out /out [--build /tmp/sparkimg-flashinfer-aot]
+[--headers WHEEL_OR_FOLDER ...]`` (``--headers``: the ``include/`` folders of NVIDIA's header
+wheels, for modules that need cuBLASLt or cuRAND headers a minimal toolkit lacks).
 """
 
 from __future__ import annotations
@@ -220,6 +222,30 @@ def prepare_tree(src: Path, build: Path) -> Path:
     return tree
 
 
+def header_wheels(paths: list[Path], build: Path) -> list[Path]:
+    """The ``include`` folders of header wheels (NVIDIA's ``nvidia-cublas``, ``nvidia-curand``: a
+    minimal toolkit lacks ``cublasLt.h`` and ``curand.h``), unpacked under the build folder. Only
+    members under an ``include/`` folder are unpacked (the libraries beside them are hundreds of MB)."""
+    target = build / "cuda-headers"
+    folders: set[Path] = set()
+    wheels = sorted(w for p in paths for w in ([p] if p.is_file() else p.glob("*.whl")))
+    if paths and not wheels:
+        raise SystemExit(f"--headers: no wheel in {', '.join(map(str, paths))}")
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.infolist():
+                parts = Path(member.filename).parts
+                if "include" not in parts or member.is_dir() or ".." in parts:
+                    continue
+                cut = parts.index("include") + 1
+                folders.add(target.joinpath(*parts[:cut]))
+                destination = target.joinpath(*parts)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                destination.write_bytes(archive.read(member))
+        log(f"headers from {wheel.name}")
+    return sorted(folders)
+
+
 def compile_modules(src: Path, build: Path, modules: list[dict[str, Any]], jit_cache: Path) -> list[dict[str, Any]]:
     """Compile the set with FlashInfer's own AOT path; returns each module's name and entry."""
     import flashinfer.aot as aot
@@ -306,6 +332,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=Path("/out"), help="where the wheel goes")
     parser.add_argument("--build", type=Path, default=Path("/tmp/sparkimg-flashinfer-aot"),
                         help="a fixed build folder (its path reaches the objects: keep it the same)")
+    parser.add_argument("--headers", type=Path, action="append", default=[],
+                        help="a header wheel, or a folder of them, whose include/ folders nvcc and the "
+                        "compiler search (-isystem); repeat for several")
     args = parser.parse_args(argv)
     modules = parse_modules(os.environ.get("SPARKIMG_AOT_MODULES", ""))
     arch_list = os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "").strip()
@@ -317,6 +346,9 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     shutil.rmtree(build, ignore_errors=True)
     tree = prepare_tree(src, build)
+    for folder in header_wheels(args.headers, build):
+        for variable in ("FLASHINFER_EXTRA_CUDAFLAGS", "FLASHINFER_EXTRA_CFLAGS"):
+            os.environ[variable] = f"{os.environ.get(variable, '')} -isystem {folder}".strip()
     sys.path.insert(0, str(tree))
     # FlashInfer's own workspace (its JIT log, caches) stays inside the build folder.
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", str(build / "workspace"))

@@ -306,3 +306,35 @@ def test_the_gb10_spec_builds_its_kernel_set_but_mla_ahead_of_time() -> None:
         "gen_sampling_module", "gen_topk_module", "gen_page_module", "gen_norm_module", "gen_rope_module",
         "gen_act_and_mul_module"}
     assert (GENERATORS["activation"], ("silu",)) in aot
+
+
+def test_header_wheels_give_only_their_include_folders(tmp_path: Path) -> None:
+    import zipfile
+
+    aot = build_aot()
+    wheels = tmp_path / "in"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "nvidia_curand-1-py3-none-any.whl", "w") as archive:
+        archive.writestr("nvidia/cu13/include/curand.h", "/* curand */")
+        archive.writestr("nvidia/cu13/lib/libcurand.so.10", "big")
+        archive.writestr("nvidia_curand-1.dist-info/METADATA", "")
+    folders = aot.header_wheels([wheels], tmp_path / "build")
+    assert folders == [tmp_path / "build" / "cuda-headers" / "nvidia" / "cu13" / "include"]
+    assert (folders[0] / "curand.h").read_text() == "/* curand */"
+    assert not (tmp_path / "build" / "cuda-headers" / "nvidia" / "cu13" / "lib").exists()
+    assert aot.header_wheels([], tmp_path / "build") == []
+    with pytest.raises(SystemExit, match="no wheel"):
+        aot.header_wheels([tmp_path / "build"], tmp_path / "b2")
+
+
+def test_the_extended_spec_adds_norm_and_sampling_with_header_wheels() -> None:
+    import yaml
+
+    data = yaml.safe_load((REPO / "layers" / "flashinfer-aot-extended.yaml").read_text())
+    layer = data["layers"][0]
+    assert layer["inputs"] == ["flashinfer-aot-build", "nvidia-cublas", "nvidia-curand"]
+    assert "--headers /inputs/nvidia-cublas --headers /inputs/nvidia-curand" in layer["command"]
+    modules = json.loads(layer["env"]["SPARKIMG_AOT_MODULES"])
+    assert {"norm": None} in modules and {"sampling": None} in modules
+    default = yaml.safe_load((REPO / "layers" / "flashinfer-aot.yaml").read_text())
+    assert data["sources"]["flashinfer"] == default["sources"]["flashinfer"]
