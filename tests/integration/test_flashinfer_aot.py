@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,6 @@ import sys
 import tarfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,25 +110,24 @@ def unpack(archive: Path, into: Path) -> None:
         tar.extractall(into, members=members, filter="data")
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> Iterator[Built]:
+def build(spec_file: Path, root: Path, *build_args: str) -> Built:
+    """Lock and build a copy of ``spec_file`` on the FlashInfer base, the sdist as a path source."""
     from sparkimg.cli import main
 
     seconds: dict[str, float] = {}
     base = flashinfer_base()
-    text = SPEC.read_text()
+    text = spec_file.read_text()
     found = SDIST_SOURCE.search(text)
     assert found, "layers/flashinfer-aot.yaml names the flashinfer sdist"
-    root = tmp_path_factory.mktemp("fi-aot")
     started = time.monotonic()
     unpack(sdist(found[1], found[2]), root / "flashinfer-sdist")
     seconds["sdist"] = time.monotonic() - started
     # TODO(sdist sources): build from the `dist: sdist` source as written once sparkimg fetches sdists.
     text = text.replace(found[0], "  flashinfer:\n    path: flashinfer-sdist\n")
     text = re.sub(r"(?m)^  image: 127\.0\.0\.1:5000/sparkimg/flashinfer-base:\S+$", f"  image: {base}", text)
-    text = text.replace("image: sparkimg/flashinfer-aot", f"image: sparkimg-test/fi-aot-{uuid.uuid4().hex[:8]}")
+    text = re.sub(r"(?m)^image: sparkimg/(\S+)$", rf"image: sparkimg-test/\1-{uuid.uuid4().hex[:8]}", text)
     (root / "layers").mkdir()
-    spec = root / "layers" / "flashinfer-aot.yaml"
+    spec = root / "layers" / spec_file.name
     spec.write_text(text)
     shutil.copytree(REPO / "build" / "flashinfer-aot", root / "build" / "flashinfer-aot")
     store = root / "store"
@@ -136,11 +135,30 @@ def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: s
     assert main(["--store", str(store), "lock", str(spec)]) == 0
     seconds["lock"] = time.monotonic() - started
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "sparkimg.cli", "--store", str(store), "build", str(spec), "--check",
-                          "--json", "--quiet"], capture_output=True, text=True, check=False, cwd=REPO)
-    seconds["build_and_check"] = time.monotonic() - started
+    run = subprocess.run([sys.executable, "-m", "sparkimg.cli", "--store", str(store), "build", str(spec),
+                          *build_args, "--json", "--quiet"], capture_output=True, text=True, check=False, cwd=REPO)
+    seconds["build"] = time.monotonic() - started
     assert run.returncode == 0, run.stderr[-3000:]
-    yield Built(root, spec, store, json.loads(run.stdout), seconds)
+    return Built(root, spec, store, json.loads(run.stdout), seconds)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> Built:
+    return build(SPEC, tmp_path_factory.mktemp("fi-aot"), "--check")
+
+
+def load_in_image(engine: Engine, image: str) -> dict[str, Any]:
+    """Run LOAD in the image: no network, JIT disabled, the host toolkit's cudart, the base's stub libcuda."""
+    command = ("mkdir -p /tmp/stub && ln -sf /opt/cuda-stubs/libcuda.so /tmp/stub/libcuda.so.1 && "
+               'LD_LIBRARY_PATH=/usr/local/cuda/lib64:/tmp/stub exec python3 -c "$0"')
+    run = subprocess.run([engine.client, "run", "--rm", "--network", "none", "-v", "/usr/local/cuda:/usr/local/cuda:ro",
+                          "-e", "FLASHINFER_DISABLE_JIT=1", "-e", "FLASHINFER_CUDA_ARCH_LIST=12.1a",
+                          "-e", "FLASHINFER_WORKSPACE_BASE=/tmp/fi", image, "sh", "-c", command, LOAD],
+                         capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result: dict[str, Any] = json.loads(next(line for line in run.stdout.splitlines()
+                                             if line.startswith("RESULT "))[7:])
+    return result
 
 
 def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: Built) -> None:
@@ -160,15 +178,7 @@ def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: Bu
 
 
 def test_flashinfer_loads_every_module_from_the_wheel_with_jit_disabled(built: Built, engine: Engine) -> None:
-    image = built.result["image"]["reference"]
-    command = ("mkdir -p /tmp/stub && ln -sf /opt/cuda-stubs/libcuda.so /tmp/stub/libcuda.so.1 && "
-               'LD_LIBRARY_PATH=/usr/local/cuda/lib64:/tmp/stub exec python3 -c "$0"')
-    run = subprocess.run([engine.client, "run", "--rm", "--network", "none", "-v", "/usr/local/cuda:/usr/local/cuda:ro",
-                          "-e", "FLASHINFER_DISABLE_JIT=1", "-e", "FLASHINFER_CUDA_ARCH_LIST=12.1a",
-                          "-e", "FLASHINFER_WORKSPACE_BASE=/tmp/fi", image, "sh", "-c", command, LOAD],
-                         capture_output=True, text=True, check=False, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = load_in_image(engine, built.result["image"]["reference"])
     assert result["providers"] == ["sparkimg-sm121a"]
     assert sorted(result["modules"]) == ["gelu_tanh_and_mul", "page", "silu_and_mul"]
     for name, module in result["modules"].items():
@@ -198,3 +208,17 @@ def test_prewarm_lists_aot_modules_and_compiles_only_the_rest(built: Built, caps
     code, verified, err = cli(capsys, built.store, "prewarm", "--receipt", str(receipt), "--cache", str(cache),
                               "--verify", "--key", str(built.root / "k.pub"), "--json")
     assert code == 0 and verified["ok"], (verified, err)
+
+
+@pytest.mark.skipif(os.environ.get("SPARKIMG_AOT_EXTENDED") != "1",
+                    reason="the extended set takes about 4 minutes and 500 MB of header wheels; "
+                    "set SPARKIMG_AOT_EXTENDED=1 to build it")
+def test_the_extended_set_builds_and_loads(tmp_path: Path, engine: Engine, demo_base: str) -> None:
+    extended = build(REPO / "layers" / "flashinfer-aot-extended.yaml", tmp_path)
+    names = ["gelu_tanh_and_mul", "norm", "page", "sampling", "silu_and_mul"]
+    compile_layer = next(layer for layer in extended.result["layers"] if layer["kind"] == "compile")
+    audit = json.loads((extended.store / "records" / "audits" / f"{compile_layer['key']}.json").read_text())
+    assert sorted(r["file"].rsplit("/", 1)[1] for r in audit["reports"] if r["sm"] == [121]) == \
+        [f"{n}.so" for n in names]
+    result = load_in_image(engine, extended.result["image"]["reference"])
+    assert sorted(n for n, m in result["modules"].items() if m["aot"] and m["loaded"] == "Module") == names
