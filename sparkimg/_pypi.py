@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 from .errors import ResolveError
 
+# pip takes --platform tags literally (no older glibc versions implied), so every manylinux_2_N a
+# wheel may carry is listed, newest first (NVIDIA's CUDA wheels are manylinux_2_27, for one).
+_GLIBC_MINORS = range(39, 16, -1)
 _PLATFORM_TAGS = {
-    "linux/arm64": ["manylinux_2_39_aarch64", "manylinux_2_35_aarch64", "manylinux_2_28_aarch64",
-                    "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64"],
-    "linux/amd64": ["manylinux_2_39_x86_64", "manylinux_2_35_x86_64", "manylinux_2_28_x86_64",
-                    "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"],
+    platform: [*(f"manylinux_2_{minor}_{arch}" for minor in _GLIBC_MINORS), f"manylinux2014_{arch}",
+               f"linux_{arch}"]
+    for platform, arch in (("linux/arm64", "aarch64"), ("linux/amd64", "x86_64"))
 }
 
 

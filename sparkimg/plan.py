@@ -91,6 +91,8 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
             # Patches applied to the source, in order (only when listed: other keys stay as they were).
             for index, written in enumerate(layer.source_patches):
                 inputs[f"source_patch.{index}"] = f"{lock.source_patches.get(written, '')} {written}"
+            for name in layer.inputs:
+                inputs[f"input.{name}"] = digest_of(lock.sources[name].identity)
             kind = "compile"
         else:
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"

@@ -109,7 +109,8 @@ def rebuild_and_compare(plan: Plan, records: dict[str, LayerRecord], first: oci.
             budget = derive(layer.bounds, overrides, layer=layer.name)
             second_records[layer.name] = compile_layer(plan.spec, plan.lock, layer, plan.layer(layer.name),
                                                        fetched.blobs[layer.source],
-                                                       plan.lock.base.config_digest, scratch, engine, budget, report)
+                                                       plan.lock.base.config_digest, scratch, engine, budget, report,
+                                                       fetched.blobs)
         report(Event(Phase.CHECK, "check: write every image layer again", "image"))
         second = assemble(plan, second_records, scratch,
                           lambda: base_scheme(engine, base_tag, plan.lock.base.config_digest, scratch),

@@ -14,6 +14,7 @@ import hashlib
 import shutil
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .. import _sdist, _srcpatch
@@ -89,6 +90,7 @@ def compile_layer(
     engine: Engine,
     budget: Budget,
     report: Reporter,
+    input_blobs: Mapping[str, str] | None = None,
 ) -> LayerRecord:
     """Build one layer, audit its outputs, admit them to the store; return its record."""
     work = store.temp_dir(f"compile-{layer.name}.")
@@ -102,6 +104,9 @@ def compile_layer(
         (tools / "run.sh").write_text(WRAPPER)
         mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
                   Mount(meta, "/sparkimg/meta", writable=True)]
+        for name in layer.inputs:
+            staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
+            mounts.append(Mount(staged, f"/inputs/{name}"))
         env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
                "SPARKIMG_LAYER": layer.name, **budget.env()}
         toolchain = lock.toolchain
@@ -203,6 +208,19 @@ def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, blob: Path, targ
             raise LockError(f"layer {layer.name}: source patch {written} differs from the lock",
                             hint=f"run `sparkimg lock {spec.path.name}`")
         _srcpatch.apply(target, data, f"layer {layer.name}: source patch {written}")
+
+
+def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
+    """One extra input as the command sees it: a tree or an sdist unpacked, a wheel under its own name."""
+    folder = work / "inputs" / name
+    folder.mkdir(parents=True)
+    pin = lock.sources[name]
+    if isinstance(pin, PypiPin) and pin.dist != "sdist":
+        shutil.copyfile(blob, folder / pin.filename)
+    else:
+        sdist = isinstance(pin, PypiPin)
+        _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
+    return folder
 
 
 def _metrics(path: Path, wall: float) -> Metrics:

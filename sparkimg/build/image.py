@@ -135,7 +135,7 @@ def build(
             budget = derive(layer.bounds, overrides, layer=layer.name)
             records[layer.name] = record = compile_layer(
                 spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
-                store, engine, budget, report,
+                store, engine, budget, report, fetched.blobs,
             )
             report(Event(Phase.COMPILE, f"compile {layer.name}: built in {record.metrics.wall_s:.1f} s",
                          layer.name, Kind.DONE, {**record.metrics.to_json(), "jobs": record.jobs}))

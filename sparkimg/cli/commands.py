@@ -225,10 +225,19 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
         return _prewarm_list(args)
     result = api.prewarm(_prewarm_request(args), args.key, report=_reporter(args))
     if not _emit(args, result.to_json()):
-        compiled = sum(1 for m in result.modules if m["status"] == "compiled")
-        render.line(f"{result.manifest}: {len(result.modules)} modules ({compiled} compiled, "
-                    f"{len(result.modules) - compiled} cached) in {result.seconds:.1f} s")
+        counts = {s: sum(1 for m in result.modules if m["status"] == s) for s in ("compiled", "cached", "aot")}
+        render.line(f"{result.manifest}: {len(result.modules)} modules ({counts['compiled']} compiled, "
+                    f"{counts['cached']} cached, {counts['aot']} provided by the image's AOT build) "
+                    f"in {result.seconds:.1f} s")
     return 0
+
+
+def provided_by(module: dict[str, Any]) -> str:
+    """Where a listed module comes from when serving: the image's AOT build, or prewarm's JIT compile."""
+    if not module.get("aot"):
+        return "JIT: prewarm compiles it"
+    provider = (module.get("aot_provider") or {}).get("provider", "flashinfer")
+    return f"AOT: the image ({provider})"
 
 
 def _prewarm_list(args: argparse.Namespace) -> int:
@@ -239,10 +248,11 @@ def _prewarm_list(args: argparse.Namespace) -> int:
     rows = []
     for m in events.modules:
         arguments = ", ".join([*map(json.dumps, m["args"]), *(f"{k}={json.dumps(v)}" for k, v in m["kwargs"].items())])
-        rows.append([m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-",
-                     "yes: FlashInfer loads its own" if m["aot"] else "-"])
+        rows.append([m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-", provided_by(m)])
+    aot = sum(1 for m in events.modules if m.get("aot"))
     render.table(f"kernel set: {len(events.modules)} modules, FlashInfer {events.env.get('flashinfer')}, "
-                 f"{target.arch_list}", ["module name", "generator", "arguments", "AOT"], rows, fold=True,
+                 f"{target.arch_list}: {aot} AOT in the image, {len(events.modules) - aot} to JIT-compile",
+                 ["module name", "generator", "arguments", "provided by"], rows, fold=True,
                  caption=f"each library: CACHE/{events.env.get('workspace')}/cached_ops/NAME/NAME.so")
     return 0
 

@@ -131,7 +131,8 @@ def _stray(cache: Path, data: PrewarmManifest, report: Report) -> None:
     report.checked.append("stray")
     jit_dir = cache / data.workspace.dir / "cached_ops"
     listed = {item.path for module in data.modules for item in module.files}
-    names = {module.name for module in data.modules}
+    # A module the image provides ahead of time has no folder here: one would be a stray copy.
+    names = {module.name for module in data.modules if not module.aot}
     if not jit_dir.is_dir():
         report.problem("missing", f"{jit_dir} is missing: not a FlashInfer cache for this version and architecture")
         return
@@ -154,6 +155,8 @@ def _code(cache: Path, data: PrewarmManifest, expect: Expect, report: Report) ->
     archs = expect.archs or tuple(Arch(a) for a in data.cuda_architectures)
     wanted = [a.sm for a in archs]
     for module in data.modules:
+        if module.aot:
+            continue  # in the image's AOT wheel, audited when its layer was built; the image ID binds it
         path = cache / module.library
         try:
             code = path.read_bytes()

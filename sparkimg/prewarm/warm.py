@@ -57,19 +57,18 @@ class Events:
                               f"{event.get('base')}/{event.get('workspace')}", figures=_figures(event)))
         elif kind == "module":
             self.modules.append(event)
-            if event.get("aot"):
-                self.report(Event(Phase.PREWARM, f"{name}: FlashInfer in this environment has an AOT build of it "
-                                  "and loads that instead; the prewarmed copy will not be used", name, Kind.WARNING))
         elif kind == "start":
             self.status[name] = kind
             self.report(Event(Phase.PREWARM, f"prewarm {name}: compiling", name))
-        elif kind in ("cached", "compiled", "failed"):
+        elif kind in ("cached", "compiled", "failed", "aot"):
             self.status[name] = kind
             if kind == "failed":
                 self.errors.append(f"{name}: {event.get('error')}")
             done = sum(1 for state in self.status.values() if state != "start")
             took = f" in {event['seconds']:.1f} s" if kind == "compiled" else ""
-            self.report(Event(Phase.PREWARM, f"prewarm [{done}/{self.total}] {name}: {kind}{took}", name, Kind.DONE,
+            said = (f"provided by the image's AOT build ({event.get('provider')}), not compiled" if kind == "aot"
+                    else kind)
+            self.report(Event(Phase.PREWARM, f"prewarm [{done}/{self.total}] {name}: {said}{took}", name, Kind.DONE,
                               {**_figures(event), "status": kind, "done": done, "total": self.total}))
         elif kind == "error":
             self.errors.append(event["message"])
@@ -133,12 +132,22 @@ def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: Pr
     # sparkimg); the manifest is replaced only after every module is built.
     code = runner.run("build", _job(target, workers), cache, worker_env(target, per_module), events.line)
     _raise_for(code, events, "prewarm")
-    records = [{**_journal(cache, module["name"]), "aot": module.get("aot", False)} for module in events.modules]
+    records = [aot_record(module) if events.status.get(module["name"]) == "aot"
+               else {**_journal(cache, module["name"]), "aot": False} for module in events.modules]
     data = manifest.statement(env=events.env, modules=records, archs=[a.text for a in target.archs],
                               image=target.image(), runner=runner.name, toolchain=runner.toolchain)
     path, _ = manifest.write(cache, data, key)
     modules = [{"name": m["name"], "status": events.status.get(m["name"], "unknown")} for m in events.modules]
     return Result(path, modules, events.env, time.monotonic() - started, workers, per_module, key is not None)
+
+
+def aot_record(module: dict[str, Any]) -> dict[str, Any]:
+    """The manifest entry of a module the image provides ahead of time: no files in the cache;
+    its library is the AOT build's path inside the image (the manifest is bound to that image's ID)."""
+    provided = module.get("aot_provider") or {}
+    return {"name": module["name"], "library": str(provided.get("path", "")), "files": [], "aot": True,
+            "seconds": None, "module": {"generator": module["generator"], "args": list(module.get("args", [])),
+                                        "kwargs": dict(sorted(dict(module.get("kwargs", {})).items()))}}
 
 
 def receipt_entry(result: Result) -> Descriptor:

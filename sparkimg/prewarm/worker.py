@@ -113,9 +113,23 @@ class Workspace:
         return self.base / JOURNAL / f"{name}.json"
 
 
+def aot_provider(spec: Any) -> dict[str, Any] | None:
+    """Where FlashInfer would load this module from instead of compiling it: an AOT build it
+    finds itself (its own ``data/aot``, or a ``flashinfer.jit_cache.providers`` wheel such as
+    the one sparkimg's AOT layer installs), as ``{"provider", "path"}``; None when it would JIT."""
+    if not getattr(spec, "is_aot", False):
+        return None
+    artifacts = getattr(spec, "aot_artifacts", None) or ()
+    if artifacts:
+        first = artifacts[0]
+        return {"provider": str(getattr(first, "provider_id", "flashinfer")), "path": str(first.path)}
+    return {"provider": "flashinfer", "path": str(getattr(spec, "aot_path", ""))}
+
+
 def describe(workspace: Workspace, spec: Any, module: dict[str, Any], index: int) -> dict[str, Any]:
-    aot = bool(getattr(spec, "is_aot", False))
-    return {"index": index, "name": spec.name, "library": workspace.rel(spec.jit_library_path), "aot": aot,
+    provided = aot_provider(spec)
+    return {"index": index, "name": spec.name, "library": workspace.rel(spec.jit_library_path),
+            "aot": provided is not None, "aot_provider": provided,
             "generator": module["generator"], "args": module.get("args", []), "kwargs": module.get("kwargs", {})}
 
 
@@ -264,9 +278,17 @@ def resolve_all(workspace: Workspace, job: dict[str, Any]) -> list[tuple[Any, di
 
 
 def build(workspace: Workspace, specs: list[tuple[Any, dict[str, Any]]], workers: int) -> int:
-    """Compile every module without an intact journal record, ``workers`` at a time."""
+    """Compile every module without an intact journal record, ``workers`` at a time. A module
+    FlashInfer loads from an AOT build is not compiled: it is reported as ``aot``."""
     missing = []
     for spec, entry in specs:
+        provided = aot_provider(spec)
+        if provided is not None:
+            # A copy compiled before the image had the AOT build would never be loaded: drop it.
+            workspace.journal(spec.name).unlink(missing_ok=True)
+            shutil.rmtree(spec.build_dir, ignore_errors=True)
+            emit("aot", name=spec.name, **provided)
+            continue
         record = is_done(workspace, spec.name)
         if record is not None:
             emit("cached", name=spec.name, seconds=record.get("seconds"))

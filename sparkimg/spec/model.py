@@ -144,6 +144,10 @@ class CompileLayer:
     # Patch files (paths under the root, as written) applied with ``patch -p1`` to the unpacked
     # source before the command runs; pinned in the lock, part of the layer's key.
     source_patches: tuple[str, ...] = ()
+    # More sources the command reads, each read-only at /inputs/NAME (a git or path source
+    # unpacked, a pypi source's file under its own name): a build script kept apart from the
+    # source it builds, header wheels.
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

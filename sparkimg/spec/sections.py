@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
@@ -66,7 +67,7 @@ PYPI_KEYS = ("pypi", "version", "dist", "sha256", "filename")
 PATH_KEYS = ("path",)
 COMPILE_KEYS = (
     "name", "kind", "source", "command", "env", "outputs", "memory", "cpus",
-    "cpuset", "pids", "job_memory", "source_patches",
+    "cpuset", "pids", "job_memory", "source_patches", "inputs",
 )
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
@@ -416,9 +417,28 @@ def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source], root: 
                       f"is a pypi wheel (use kind: wheel, or add 'dist: sdist' to sources.{source_name})")
             continue
         layer = _compile(name, source_name, entry, path, c, root, disk)
+        if layer is not None and "inputs" in entry:
+            layer = replace(layer, inputs=_inputs(entry["inputs"], source_name, (*path, "inputs"), c, sources,
+                                                  known_sources or {}))
         if layer is not None:
             layers.append(layer)
     return layers
+
+
+def _inputs(value: Any, source: str, path: KeyPath, c: Checker, sources: dict[str, Source],
+            known: dict[str, Any]) -> tuple[str, ...]:
+    """A compile layer's extra sources: a list of source names, none twice, not its own source."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        c.problem(path, "must be a list of source names, e.g. [build-script]")
+        return ()
+    seen: list[str] = []
+    for index, name in enumerate(value):
+        if name in seen or name == source:
+            c.problem((*path, index), f"'{name}' is already an input of this layer")
+            continue
+        _layer_source(name, (*path, index), c, sources, known)
+        seen.append(name)
+    return tuple(seen)
 
 
 def _layer_source(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from sparkimg.cli import main
+from tests.support import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_PARTS = ("layers/demo.yaml", "layers/demo.recipe.yaml", "build/demo-kernel", "patches/demo",
@@ -85,3 +87,12 @@ def copy_demo(into: Path) -> Path:
     image = f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"
     spec.write_text(spec.read_text().replace("image: sparkimg/demo", image))
     return spec
+
+
+def flashinfer_base() -> str:
+    """The FlashInfer base image (scripts/flashinfer-image): built and pushed once, then reused."""
+    run = subprocess.run(["bash", str(REPO / "scripts" / "flashinfer-image")], capture_output=True, text=True,
+                         check=False)
+    if run.returncode != 0:
+        unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
+    return run.stdout.strip().splitlines()[-1]

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from sparkimg.engine import Engine
-from tests.support import REPO, unavailable
 
-from .helpers import cli, copy_demo
+from .helpers import cli, copy_demo, flashinfer_base
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +39,6 @@ class Warmed:
     pub: Path
     store: Path
     result: dict[str, Any]
-
-
-def flashinfer_base() -> str:
-    run = subprocess.run(["bash", str(REPO / "scripts" / "flashinfer-image")], capture_output=True, text=True,
-                         check=False)
-    if run.returncode != 0:
-        unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
-    return run.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")

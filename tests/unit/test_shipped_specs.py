@@ -43,6 +43,7 @@ def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
     text = re.sub(r'"<operator: full 40-hex commit of the v0.7.0rc1 tag>"', "f1" * 20, text)
     assert '"<operator' not in text
     (tmp_path / "layers" / GB10.name).write_text(text)
+    (tmp_path / "build" / "flashinfer-aot").mkdir(parents=True)
     patches = tmp_path / "patches" / "dsv41-flash-gb10"
     patches.mkdir(parents=True)
     names = ["engram.py", "engram_prestage.py", "engram_disk.py", "sm12x_page_attn.py", "sm12x_page_kv.py",
@@ -58,3 +59,13 @@ def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
     assert spec.base.digest == "sha256:" + "ab" * 32
     assert spec.prewarm is not None and len(spec.prewarm.modules) == 7
     assert spec.prewarm.modules[-1].kwargs["head_dim_ckv"] == 512
+    flashinfer = spec.layers[0]
+    assert flashinfer.kind == "compile" and flashinfer.inputs == ("flashinfer-aot-build",)
+
+
+@pytest.mark.parametrize("name", ["flashinfer-aot.yaml", "flashinfer-aot-extended.yaml"])
+def test_the_flashinfer_aot_specs_build_from_the_pinned_sdist(name: str) -> None:
+    spec = load_spec(REPO / "layers" / name)
+    source = spec.sources["flashinfer"]
+    assert getattr(source, "dist", None) == "sdist" and getattr(source, "sha256", None)
+    assert spec.layers[0].kind == "compile" and spec.layers[0].source == "flashinfer"
