@@ -161,15 +161,16 @@ def test_prewarm_lists_aot_modules_and_compiles_only_the_rest(built: Built, caps
     assert code == 0 and verified["ok"], (verified, err)
 
 
-@pytest.mark.skipif(os.environ.get("SPARKIMG_AOT_EXTENDED") != "1",
-                    reason="the extended set takes about 4 minutes and 500 MB of header wheels; "
-                    "set SPARKIMG_AOT_EXTENDED=1 to build it")
-def test_the_extended_set_builds_and_loads(tmp_path: Path, engine: Engine, demo_base: str) -> None:
-    extended = build(REPO / "layers" / "flashinfer-aot-extended.yaml", tmp_path)
-    names = ["gelu_tanh_and_mul", "norm", "page", "sampling", "silu_and_mul"]
-    compile_layer = next(layer for layer in extended.result["layers"] if layer["kind"] == "compile")
-    audit = json.loads((extended.store / "records" / "audits" / f"{compile_layer['key']}.json").read_text())
-    assert sorted(r["file"].rsplit("/", 1)[1] for r in audit["reports"] if r["sm"] == [121]) == \
-        [f"{n}.so" for n in names]
-    result = load_in_image(engine, extended.result["image"]["reference"])
-    assert sorted(n for n, m in result["modules"].items() if m["aot"] and m["loaded"] == "Module") == names
+# The extended set takes about 4 minutes and 500 MB of header wheels: it is collected only when
+# SPARKIMG_AOT_EXTENDED=1 is set, so CI runs neither it nor a skip in its place.
+if os.environ.get("SPARKIMG_AOT_EXTENDED") == "1":
+
+    def test_the_extended_set_builds_and_loads(tmp_path: Path, engine: Engine, demo_base: str) -> None:
+        extended = build(REPO / "layers" / "flashinfer-aot-extended.yaml", tmp_path)
+        names = ["gelu_tanh_and_mul", "norm", "page", "sampling", "silu_and_mul"]
+        compile_layer = next(layer for layer in extended.result["layers"] if layer["kind"] == "compile")
+        audit = json.loads((extended.store / "records" / "audits" / f"{compile_layer['key']}.json").read_text())
+        assert sorted(r["file"].rsplit("/", 1)[1] for r in audit["reports"] if r["sm"] == [121]) == \
+            [f"{n}.so" for n in names]
+        result = load_in_image(engine, extended.result["image"]["reference"])
+        assert sorted(n for n, m in result["modules"].items() if m["aot"] and m["loaded"] == "Module") == names
