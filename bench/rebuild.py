@@ -87,7 +87,8 @@ def copy_demo(into: Path) -> Path:
 def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     """Time `docker build` of the generated Dockerfile and context, after one warm-up build."""
     from sparkimg import lock as lock_mod
-    from sparkimg.build.dockerfile import labels, write_context
+    from sparkimg.build.assemble import labels
+    from sparkimg.build.dockerfile import write_context
     from sparkimg.engine import Engine
     from sparkimg.fetch import base_tag
     from sparkimg.plan import compute, layer_record

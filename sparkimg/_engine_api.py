@@ -11,6 +11,10 @@ from pathlib import Path
 
 from ._locations import docker_config
 
+# The daemon's version as the last answer's ``Server: Docker/VERSION (os)`` header gave it: what
+# ``docker version`` would ask for, known without another request.
+last_server: str | None = None
+
 
 def api_socket(client: str) -> str | None:
     """The local daemon's API socket a docker client talks to, when that is certain: DOCKER_HOST unset
@@ -65,6 +69,11 @@ def _request(socket_path: str, head: bytes, body: Path | None, timeout: float) -
         while chunk := sock.recv(1 << 16):
             chunks.append(chunk)
     answer_head, _, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    global last_server
+    for line in answer_head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"server" and value.strip().startswith(b"Docker/"):
+            last_server = value.strip().split(b" ", 1)[0].removeprefix(b"Docker/").decode("ascii", "replace")
     status = answer_head.split(b"\r\n", 1)[0].split()
     if len(status) < 2 or not status[1].isdigit():
         raise ValueError(f"not an HTTP response: {answer_head[:80]!r}")

@@ -282,6 +282,8 @@ class Engine:
 
     def server_version(self) -> str:
         """The daemon's version: the one ``connect`` saw, else asked now."""
+        if self.server is None and self.api_socket is not None and engine_api.last_server:
+            self.server = engine_api.last_server
         if self.server is None and self.api_socket is not None:
             try:
                 status, body = engine_api.http_get(self.api_socket, "/version")

@@ -16,16 +16,16 @@ from pathlib import Path
 
 from ..errors import BuildError, FetchError
 from ..events import Event, Phase, Reporter
+from ..formats import kernels as kernel_label
 from ..formats import oci
 from ..formats.canonical import digest_of
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
 from ..formats.scheme import BaseScheme, canonical_name
-from ..plan import Plan
+from ..plan import KEY_LABEL, Plan
 from ..spec import CompileLayer
 from ..store import Store
 from . import layer as layer_mod
-from .dockerfile import labels
 
 LAYER_VERSION = "sparkimg-layer/1"
 LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
@@ -93,6 +93,29 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
     if cache:
         store.write_record(IMAGES, plan.image.key, record.to_json())
     return record
+
+
+def labels(plan: Plan) -> dict[str, str]:
+    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key, the prewarm kernel set."""
+    spec, lock = plan.spec, plan.lock
+    created = oci.rfc3339(lock.source_date_epoch)
+    out = dict(spec.labels)
+    out.update({
+        "org.opencontainers.image.title": spec.name,
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.base.name": lock.base.reference,
+        "org.opencontainers.image.base.digest": lock.base.manifest_digest,
+        "dev.sparkimg.spec-digest": spec.digest,
+        "dev.sparkimg.lock-digest": lock.digest,
+        "dev.sparkimg.platform": lock.platform,
+        "dev.sparkimg.cuda-architectures": ";".join(a.text for a in spec.cuda_architectures),
+        KEY_LABEL: plan.image.key,
+    })
+    for layer in plan.layers[:-1]:
+        out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
+    if (kernels := kernel_label.of_spec(spec)) is not None:
+        out[kernel_label.LABEL] = kernels.to_label()
+    return out
 
 
 def _cached_layer(store: Store, key: str) -> oci.Layer | None:

@@ -1,45 +1,20 @@
 """The Dockerfile equivalent of an assembly, for a person to read and for the benchmark's
 baseline (a warm ``docker build``): FROM the pinned base, wheels installed by pip with
 hashes checked and no index, baked patch files, env. Not the build path: sparkimg writes
-the image itself (``build.assemble``); ``labels`` is shared by both.
+the image itself (``build.assemble``, whose ``labels`` the benchmark passes as well).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
-from ..formats import kernels as kernel_label
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
-from ..plan import ASSEMBLY_VERSION, KEY_LABEL, Plan
+from ..plan import ASSEMBLY_VERSION, Plan
 from ..store import Store
 
 WHEEL_DIR = "/tmp/sparkimg-wheels"
-
-
-def labels(plan: Plan) -> dict[str, str]:
-    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key, the prewarm kernel set."""
-    spec, lock = plan.spec, plan.lock
-    created = datetime.fromtimestamp(lock.source_date_epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out = dict(spec.labels)
-    out.update({
-        "org.opencontainers.image.title": spec.name,
-        "org.opencontainers.image.created": created,
-        "org.opencontainers.image.base.name": lock.base.reference,
-        "org.opencontainers.image.base.digest": lock.base.manifest_digest,
-        "dev.sparkimg.spec-digest": spec.digest,
-        "dev.sparkimg.lock-digest": lock.digest,
-        "dev.sparkimg.platform": lock.platform,
-        "dev.sparkimg.cuda-architectures": ";".join(a.text for a in spec.cuda_architectures),
-        KEY_LABEL: plan.image.key,
-    })
-    for layer in plan.layers[:-1]:
-        out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
-    if (kernels := kernel_label.of_spec(spec)) is not None:
-        out[kernel_label.LABEL] = kernels.to_label()
-    return out
 
 
 def wheels(plan: Plan, records: dict[str, LayerRecord]) -> list[tuple[str, str]]:

@@ -107,7 +107,6 @@ def build(
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
     from ..fetch import fetch
     from .assemble import image_record
-    from .compile import compile_layer
 
     plan = compute(spec, lock, store)
     fetched = fetch(spec, lock, store, engine, report=report)
@@ -132,6 +131,8 @@ def build(
                 records[layer.name] = record
                 report(Event(Phase.COMPILE, f"compile {layer.name}: cached ({planned.key[:12]})", layer.name))
                 continue
+            from .compile import compile_layer  # only when a layer compiles: a patch-only build skips it
+
             budget = derive(layer.bounds, overrides, layer=layer.name)
             records[layer.name] = record = compile_layer(
                 spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,

@@ -77,7 +77,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_relative_and_function_level_imports() -> None:
     graph = import_graph()
     assert "sparkimg.spec" in graph["sparkimg.lock"]
-    assert "sparkimg.formats.kernels" in graph["sparkimg.build.dockerfile"]
+    assert "sparkimg.formats.kernels" in graph["sparkimg.build.assemble"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
