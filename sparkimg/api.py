@@ -336,14 +336,15 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, report=report)
 
 
-def pull(reference: str, key: Path, *, recipe: Path | None = None, store: Path | None = None,
-         report: Reporter = silent) -> Pulled:
+def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
+         store: Path | None = None, report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest."""
     from .pull import pull as pull_image
     from .signing.keys import load_public
 
     trusted = load_public(key)
-    return pull_image(reference, trusted, engine(_store(store)), recipe=recipe, report=report)
+    return pull_image(reference, trusted, engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
+                      report=report)
 
 
 # -- keys, patches, receipts -----------------------------------------------------------
@@ -388,6 +389,42 @@ def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> Rec
     checked = Request(request.receipt, load_public(request.key), request.recipe, request.image, request.patches,
                       request.rehash)
     return verify(checked, store=_store(store), local_image=local_image_of)
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """What a rank's launcher checks before ``docker run``: this receipt, by this key, and what the
+    node has (the image by digest, the patch files, the prewarmed cache)."""
+
+    receipt: Path
+    key: Path
+    recipe: Path | None = None
+    patches: Path | None = None
+    cache: Path | None = None
+
+
+def verify_node(request: NodeRequest, *, store: Path | None = None) -> ReceiptReport:
+    """``verify-node``: signature, statement, recipe, the image in this node's engine by digest, the
+    patch files, and the prewarmed cache (its quick check: signature, image, sizes)."""
+    from .receipts.verify import Check, Request, verify
+    from .signing.keys import load_public
+
+    the_engine = engine(_store(store))
+
+    def inspect(reference: str) -> tuple[str, dict[str, str]] | None:
+        info = the_engine.inspect(reference)
+        return (info.id, info.labels) if info else None
+
+    report = verify(Request(request.receipt, load_public(request.key), request.recipe, None, request.patches,
+                            node=inspect))
+    if report.ok and request.cache is not None:
+        cached = prewarm_verify(PrewarmRequest(request.cache, receipt=request.receipt), request.key, quick=True)
+        said = "; ".join(f"{p['check']}: {p['message']}" for p in cached.problems[:3])
+        report.checks.append(Check("cache", "prewarmed cache (signature, image, sizes)", "ok",
+                                   "ok" if cached.ok else f"{len(cached.problems)} problem(s)", cached.ok, said))
+        if not cached.ok:
+            report.failed = "cache"
+    return report
 
 
 @dataclass(frozen=True)

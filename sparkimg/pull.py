@@ -42,8 +42,9 @@ class Pulled:
 
 
 def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None = None,
-         client: RegistryClient | None = None, report: Reporter = silent) -> Pulled:
-    """Verify the receipt attached to ``reference`` (REGISTRY/REPO:TAG or @DIGEST), then pull it."""
+         receipt_out: Path | None = None, client: RegistryClient | None = None, report: Reporter = silent) -> Pulled:
+    """Verify the receipt attached to ``reference`` (REGISTRY/REPO:TAG or @DIGEST), then pull it;
+    ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``)."""
     repository, tag, digest = split_reference(reference)
     ref = ImageRef.parse(repository)
     if "/" not in repository or not (tag or digest):
@@ -56,7 +57,7 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
-    receipt_digest, facts = _verified_receipt(client, ref, manifest_digest, key, recipe, report)
+    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest_digest, key, recipe, report)
     config_digest = str(facts.get("image.id"))
     document = oci.BaseImage(manifest, b"{}").manifest_json
     if (document.get("config") or {}).get("digest") != config_digest:
@@ -78,6 +79,10 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     local = f"{repository}:{tag}" if tag else pinned
     if tag:
         engine.tag(pinned, local)
+    if receipt_out is not None:
+        from .store import write_atomic
+
+        write_atomic(receipt_out, envelope)
     report(Event(Phase.PULL, f"{local}: {manifest_digest}, config {config_digest}, {len(diff_ids)} layers, "
                  f"receipt {receipt_digest[:19]} verified", kind=Kind.DONE))
     return Pulled(local, manifest_digest, config_digest, diff_ids, receipt_digest,
@@ -85,7 +90,7 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
 
 
 def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: str, key: PublicKey,
-                      recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any]]:
+                      recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
     """The newest attached receipt that verifies and names this manifest: its artifact digest
     and its facts. None verifying is a refusal listing why each failed."""
     from .receipts.verify import Request, verify
@@ -119,7 +124,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
                 continue
             report(Event(Phase.PULL, f"receipt {artifact[:19]}: signature, statement"
                          + (", recipe" if recipe else "") + " and subject verified"))
-            return artifact, facts
+            return artifact, facts, envelope
     raise PullRefused(f"{ref.registry}/{ref.repository}@{manifest_digest}: no attached receipt verifies:\n"
                       + "\n".join(f"    {w}" for w in why),
                       hint="the node keeps its current image; check the key and what was pushed")

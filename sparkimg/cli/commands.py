@@ -9,7 +9,7 @@ import argparse
 import json
 import shlex
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import api
 from .._units import format_size
@@ -18,6 +18,9 @@ from ..errors import UsageError
 from ..events import Reporter
 from ..formats.statement import RunMetadata
 from . import render
+
+if TYPE_CHECKING:
+    from ..receipts.verify import Report as ReceiptReport
 
 
 def _reporter(args: argparse.Namespace) -> Reporter:
@@ -150,19 +153,27 @@ def _short(value: Any) -> str:
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     request = api.ReceiptRequest(args.receipt, args.key, args.recipe, args.image, args.patches, args.rehash)
-    report = api.verify_receipt(request, store=args.store)
+    return _show_verified(args, "verify-receipt", api.verify_receipt(request, store=args.store))
+
+
+def cmd_verify_node(args: argparse.Namespace) -> int:
+    request = api.NodeRequest(args.receipt, args.key, args.recipe, args.patches, args.cache)
+    return _show_verified(args, "verify-node", api.verify_node(request, store=args.store))
+
+
+def _show_verified(args: argparse.Namespace, command: str, report: ReceiptReport) -> int:
     if _emit(args, report.to_json()):
         return report.exit_code
     rows: list[list[render.Cell]] = [[c.stage, c.field, _short(c.expected), _short(c.found),
              render.state("ok", "green") if c.ok else render.state("MISMATCH", "red")] for c in report.checks]
-    render.table(f"verify-receipt {args.receipt}", ["stage", "field", "expected", "found", ""], rows, fold=True)
+    render.table(f"{command} {args.receipt}", ["stage", "field", "expected", "found", ""], rows, fold=True)
     if report.ok:
         render.line(("ok", "green"), f": {len(report.checks)} checks passed")
     else:
         for reason in report.reasons():
             render.mismatch("mismatch", reason)
         skipped = f"; not checked: {', '.join(report.skipped)}" if report.skipped else ""
-        render.error_text(f"verify-receipt failed at {report.failed}{skipped}")
+        render.error_text(f"{command} failed at {report.failed}{skipped}")
     return report.exit_code
 
 
@@ -281,7 +292,8 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    pulled = api.pull(args.reference, args.key, recipe=args.recipe, store=args.store, report=_reporter(args))
+    pulled = api.pull(args.reference, args.key, recipe=args.recipe, receipt_out=args.receipt_out, store=args.store,
+                      report=_reporter(args))
     if not _emit(args, pulled.to_json()):
         render.line(f"pulled {pulled.reference}: manifest {pulled.manifest_digest}, config {pulled.config_digest}, "
                     f"{len(pulled.diff_ids)} layers; receipt verified ({', '.join(pulled.checks)})")
@@ -290,6 +302,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pull": cmd_pull,
+    "verify-node": cmd_verify_node,
     "push": cmd_push,
     "check": cmd_check,
     "lock": cmd_lock,

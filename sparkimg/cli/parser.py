@@ -24,6 +24,8 @@ EXAMPLES = {
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
                       "--recipe layers/demo.recipe.yaml --image sparkimg/demo:KEY --patches patches/demo",
+    "verify-node": "sparkimg verify-node --receipt receipts/demo/KEY.receipt.json --key demo.pub "
+                   "--recipe layers/demo.recipe.yaml --patches patches/demo-runtime --cache /var/cache/sparkimg/demo",
     "show-receipt": "sparkimg show-receipt receipts/demo/KEY.receipt.json --key demo.pub",
     "run-args": "docker run --rm $(sparkimg run-args receipts/demo/KEY.receipt.json) sparkimg/demo:KEY",
     "prewarm": "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --key demo.key && "
@@ -73,6 +75,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("reference", metavar="REF", help="REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...")
     p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key")
     p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
+    p.add_argument("--receipt-out", type=Path, metavar="FILE",
+                   help="keep the receipt that verified here (for verify-node and run-args)")
     p = command("build", "build the image: fetch, bounded compiles, assembly")
     p.add_argument("--memory", type=_size, help="memory bound per compile container (overrides the spec)")
     p.add_argument("--cpus", type=float, help="CPU bound per compile container")
@@ -96,6 +100,14 @@ def parser() -> argparse.ArgumentParser:
     p = command("patches", "pin a patch set (write MD5SUMS and SHA256SUMS) or check it against them", spec=False)
     p.add_argument("action", choices=("pin", "check"))
     p.add_argument("dir", type=Path, metavar="DIR", help="the patch set folder (holding mounts.txt)")
+    p = command("verify-node", "what a rank runs before `docker run`: the receipt (key, recipe), the image in "
+                "this node's engine by digest, the patch files and the prewarmed cache all agree; exit 0 ok, "
+                "1 mismatch, 2 bad input", spec=False)
+    p.add_argument("--receipt", type=Path, required=True, metavar="RECEIPT")
+    p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key (PEM)")
+    p.add_argument("--recipe", type=Path, help="the serving recipe the receipt must match")
+    p.add_argument("--patches", type=Path, metavar="DIR", help="the patch set folder mounted at run time")
+    p.add_argument("--cache", type=Path, metavar="DIR", help="the prewarmed FlashInfer cache")
     p = command("verify-receipt", "check a signed receipt against the key, a recipe, the image and the patch "
                 "files; exit 0 ok, 1 mismatch, 2 bad input", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")

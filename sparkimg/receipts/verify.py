@@ -86,6 +86,8 @@ class Request:
     image: str | None = None
     patches: Path | None = None
     rehash: bool = False
+    # verify-node: how this node's engine answers for an image ID (None: not a node check)
+    node: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
 
 
 def verify(request: Request, *, store: Store | None = None,
@@ -122,6 +124,9 @@ def verify(request: Request, *, store: Store | None = None,
     if request.image:
         image = request.image
         stages.append(("image", lambda: _image(image, found, local_image)))
+    if request.node is not None:
+        inspect = request.node
+        stages.append(("image", lambda: node_checks(found, inspect)))
     if request.patches:
         folder = request.patches
         stages.append(("patches", lambda: _patches(folder, parsed[0])))
@@ -135,6 +140,23 @@ def verify(request: Request, *, store: Store | None = None,
             report.skipped = [name for name, _ in stages[index + 1:]]
             break
     return report
+
+
+def node_checks(found: dict[str, Any], inspect: Callable[[str], tuple[str, dict[str, str]] | None]) -> list[Check]:
+    """``verify-node``: the receipt's image is in this node's engine by digest (its config digest,
+    or its manifest digest on the containerd store), never by a tag another image could take, and
+    it carries the receipt's image key."""
+    config, manifest = found.get("image.id"), found.get("image.manifest_digest")
+    local = inspect(str(config)) if config else None
+    if local is None and manifest:
+        local = inspect(str(manifest))
+    if local is None:
+        return [Check("image", "image present by digest", config, "absent", False,
+                      f"this node's engine has no image {config}; pull it (`sparkimg pull`) before serving")]
+    image_id, labels = local
+    return [Check("image", "image present by digest", config, image_id, image_id in (config, manifest)),
+            Check("image", "label dev.sparkimg.key", found.get("image.key"), labels.get("dev.sparkimg.key"),
+                  labels.get("dev.sparkimg.key") == found.get("image.key"))]
 
 
 def _lookup(found: dict[str, Any], name: str) -> Any:

@@ -4,6 +4,7 @@ referrers API); a node pulls only what a trusted receipt names and keeps its ima
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -47,11 +48,19 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     assert code == 0 and pushed["receipt"]
     tag = f"{repository}:latest"
 
-    code, pulled, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"), "--json")
+    code, pulled, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"), "--receipt-out",
+                            str(tmp_path / "node.receipt.json"), "--json")
     assert code == 0, err
     assert (pulled["manifest"], pulled["config"]) == (first["oci"]["manifest"], first["oci"]["config"])
     assert pulled["diff_ids"][-3:] == first["oci"]["diff_ids"]
     assert engine.image_id(tag) == first["oci"]["config"]
+    # What a rank's launcher runs next: the receipt, the image by digest and the patch files agree.
+    assert (tmp_path / "node.receipt.json").read_bytes() == (tmp_path / "v1.json").read_bytes()
+    node = ("verify-node", "--receipt", str(tmp_path / "node.receipt.json"), "--key", str(tmp_path / "trusted.pub"),
+            "--patches", str(demo.parents[1] / "patches" / "demo-runtime"), "--json")
+    code, verified, err = cli(capsys, store, *node)
+    assert code == 0 and verified["ok"], err
+    assert {c["stage"] for c in verified["checks"]} == {"signature", "statement", "image", "patches"}
 
     # An attacker pushes another image under the same tag with a receipt of its own key.
     second = _rebuild_with_patch(capsys, store, demo, tmp_path / "attacker.key", tmp_path / "v2.json")
@@ -75,6 +84,8 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     code, _, err = cli(capsys, store, "pull", f"{registry}/sparkimg/demo-base:bookworm", "--key",
                        str(tmp_path / "trusted.pub"))
     assert code == 1 and "no receipt is attached" in err
-    for result in (first, second):
-        engine.remove_image(str(result["image"]["reference"]))  # type: ignore[index]
-    engine.remove_image(tag)
+    engine.remove_image(str(second["image"]["reference"]))  # type: ignore[index]
+    engine.remove_image(first["oci"]["config"])  # every name of the first image
+    code, verified, _ = cli(capsys, store, *node)
+    assert code == 1 and verified["failed_stage"] == "image"
+    assert "absent" in json.dumps(verified["checks"])
