@@ -128,3 +128,79 @@ def if_chain(text: str, variable: str) -> tuple[str, list[Command]] | None:
 def impure(cmds: list[Command], allowed: frozenset[str] = PURE) -> list[Command]:
     """The commands that are not plain computation (nor one of ``allowed``)."""
     return [c for c in cmds if c.name not in allowed]
+
+
+_BRACKET_OPEN = re.compile(r"\[=*\[")
+
+
+def strict(text: str) -> list[str]:
+    """The command names of ``text`` under a strict subset of CMake's syntax, or ValueError.
+
+    ``commands`` finds commands leniently; the preflight runs only text that this reader also
+    understands and in which it finds the very same commands: whitespace, ``#`` line comments
+    between commands, and commands whose arguments are quoted (``"..."`` with escapes) or
+    unquoted words without backslashes, quotes or ``#``. Bracket arguments and comments
+    (``[[...]]``, ``#[[...]]``), escapes outside quotes and comments inside an argument list are
+    refused: each is a place where a reader that is not CMake could see other commands than
+    CMake runs.
+    """
+    names: list[str] = []
+    i, n = 0, len(text)
+
+    def fail(what: str) -> ValueError:
+        return ValueError(f"{what} at line {text.count(chr(10), 0, i) + 1}: CMake syntax the preflight does not read")
+
+    while i < n:
+        ch = text[i]
+        if ch in " \t\r\n":
+            i += 1
+            continue
+        if ch == "#":
+            if _BRACKET_OPEN.match(text, i + 1):
+                raise fail("a bracket comment")
+            newline = text.find("\n", i)
+            i = n if newline < 0 else newline
+            continue
+        name = _NAME.match(text, i)
+        if name is None:
+            raise fail(f"{ch!r} where a command should start")
+        i = name.end()
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n or text[i] != "(":
+            raise fail(f"{name.group(0)} without an argument list")
+        depth, i = 1, i + 1
+        while depth:
+            if i >= n:
+                raise fail(f"{name.group(0)}( never closed")
+            ch = text[i]
+            if ch in " \t\r\n":
+                i += 1
+            elif ch in "()":
+                depth += 1 if ch == "(" else -1
+                i += 1
+            elif ch == '"':
+                i += 1
+                while True:
+                    if i >= n:
+                        raise fail("a quoted argument never closed")
+                    if text[i] == "\\":
+                        i += 2
+                    elif text[i] == '"':
+                        i += 1
+                        break
+                    else:
+                        i += 1
+                if i < n and text[i] not in " \t\r\n()":
+                    raise fail("text right after a quoted argument")
+            elif ch in "#\\":
+                raise fail("a comment or an escape inside an argument list")
+            else:
+                while i < n and text[i] not in ' \t\r\n()"#\\':
+                    if text[i] == "[" and _BRACKET_OPEN.match(text, i):
+                        raise fail("a bracket argument")
+                    i += 1
+                if i < n and text[i] in '"#\\':
+                    raise fail("a quote, escape or comment inside an unquoted argument")
+        names.append(name.group(0).lower())
+    return names

@@ -204,6 +204,20 @@ def _patched(spec: Spec, layer: CompileLayer, files: dict[str, bytes]) -> dict[s
         return {name: (folder / name).read_bytes() for name in files}
 
 
+def _same_commands(text: str, cmds: list[_cmake.Command], what: str) -> None:
+    """Run only what a strict reader finds to be exactly these commands: the lenient reader that
+    cut the text out must not be the only judge of what ``cmake -P`` will run."""
+    try:
+        names = _cmake.strict(text)
+    except ValueError as exc:
+        raise BuildError(f"{what}: {exc}", hint="the preflight runs only plain CMake; check the source by hand") \
+            from None
+    if names != [c.name for c in cmds]:
+        raise BuildError(f"{what}: two readings of it disagree on its commands ({len(names)} against "
+                         f"{len(cmds)}); the preflight runs nothing it cannot read one way",
+                         hint="check the source by hand")
+
+
 def script(files: dict[str, bytes], version: str, gencode: str, what: str) -> str:
     """The ``cmake -P`` script: vLLM's own definitions and its CUDA_SUPPORTED_ARCHS ``if`` chain,
     checked to be plain computation, then the calls CMakeLists.txt makes on torch's -gencode flags."""
@@ -219,6 +233,7 @@ def script(files: dict[str, bytes], version: str, gencode: str, what: str) -> st
             raise BuildError(f"{what}: {UTILS} does not define {name}; vLLM's build logic changed",
                              hint="the preflight knows vLLM's CUDA selection as of 0.34.0; report this")
         text, cmds = found
+        _same_commands(text, cmds, f"{what}: {UTILS}: {name}")
         bad = _cmake.impure(cmds, _cmake.PURE | set(DEFINITIONS))
         if bad:
             raise BuildError(f"{what}: {UTILS}: {name} calls {bad[0].name}() (line {bad[0].line} of it), "
@@ -233,6 +248,7 @@ def script(files: dict[str, bytes], version: str, gencode: str, what: str) -> st
         raise BuildError(f"{what}: {CMAKE_LISTS} sets CUDA_SUPPORTED_ARCHS outside an if() chain; "
                          "vLLM's build logic changed", hint="check the source by hand")
     text, cmds = chain
+    _same_commands(text, cmds, f"{what}: {CMAKE_LISTS}: the CUDA_SUPPORTED_ARCHS chain")
     bad = _cmake.impure(cmds, frozenset({"if", "elseif", "else", "endif", "set"}))
     if bad or any(c.name == "set" and c.args.split()[:1] != ["CUDA_SUPPORTED_ARCHS"] for c in cmds):
         raise BuildError(f"{what}: {CMAKE_LISTS}: the CUDA_SUPPORTED_ARCHS chain does more than set it",

@@ -184,3 +184,22 @@ def test_sources_named_vllm() -> None:
     assert preflight.named_vllm(pypi)
     assert preflight.cuda_version("13.0, V13.0.88") == "13.0"
     assert preflight.cuda_version(None) is None
+
+
+@pytest.mark.parametrize("text", [
+    'set(x \\")\nexecute_process(COMMAND touch /tmp/x)\n# ")\n',  # an escape outside quotes
+    'set(CUDA_SUPPORTED_ARCHS [[ " ]])\nfile(WRITE /tmp/x "x")\nset(CUDA_SUPPORTED_ARCHS [[ " ]])\n',  # brackets
+    '#[[ set(x)\n]] file(WRITE /tmp/x "x")\n',  # a bracket comment
+    'set(x # ")\nfile(WRITE /tmp/x "x")\n)\n',  # a comment inside an argument list
+])
+def test_the_strict_reader_refuses_syntax_a_lenient_reader_could_misread(text: str) -> None:
+    """Each text makes a lenient reader see harmless set() calls where CMake runs file() or
+    execute_process(): the preflight runs nothing the strict reader does not read one way."""
+    with pytest.raises(ValueError, match="CMake syntax the preflight does not read"):
+        _cmake.strict(text)
+
+
+def test_the_strict_reader_reads_plain_cmake() -> None:
+    text = ('function(f OUT)\n  # a comment\n  set(${OUT} "a;b" PARENT_SCOPE)\n  if(X AND (Y OR "z"))\n  endif()\n'
+            'endfunction()\n')
+    assert _cmake.strict(text) == ["function", "set", "if", "endif", "endfunction"]

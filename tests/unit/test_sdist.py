@@ -318,3 +318,49 @@ def test_the_receipt_names_the_sdist_and_each_source_patch(project: Callable[...
     assert patch.digests == {"sha256": "7" * 64} and patch.notes["layers"] == ["kernel"]
     base = {d.name: d for d in dependencies(spec, loaded(lock_json()))}
     assert "dist" not in base["source:six"].notes  # a wheel's dependency is as before
+
+
+def _hostile(path: Path, entries: list[tuple[str, str, str]]) -> Path:
+    """A .tar.gz of (name, kind, link target or content) entries, in order."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, kind, value in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "sym":
+                info.type, info.linkname = tarfile.SYMTYPE, value
+                archive.addfile(info)
+            elif kind == "dir":
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                data = value.encode()
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(("entries", "said"), [
+    # A chain of links, each inside by itself: a/b -> .., then c -> a/b/.. (lexically 'a').
+    ([("p-1/a", "dir", ""), ("p-1/a/b", "sym", ".."), ("p-1/c", "sym", "a/b/.."), ("p-1/c/x", "file", "x")],
+     "link"),
+    # A file written through a link of the archive.
+    ([("p-1/d", "dir", ""), ("p-1/l", "sym", "d"), ("p-1/l/x", "file", "x")], "through a link"),
+    # A later link that an earlier link's target passes through (order must not matter).
+    ([("p-1/y", "sym", "a/z/../.."), ("p-1/a", "dir", ""), ("p-1/a/z", "sym", "../q")], "link"),
+    # One path twice: the preflight would read one copy and the build get the other.
+    ([("p-1/CMakeLists.txt", "file", "first"), ("p-1/CMakeLists.txt", "file", "second")], "twice"),
+])
+def test_hostile_archives_are_refused_before_anything_is_written(
+    tmp_path: Path, entries: list[tuple[str, str, str]], said: str
+) -> None:
+    blob = _hostile(tmp_path / "p-1.tar.gz", entries)
+    with pytest.raises(BuildError, match=said):
+        _sdist.unpack(blob, tmp_path / "dest", strip=True, what="t")
+    assert not (tmp_path / "dest").exists() or not any((tmp_path / "dest").iterdir())
+
+
+def test_a_link_inside_the_archive_to_a_file_of_it_is_kept_and_read_through(tmp_path: Path) -> None:
+    blob = _hostile(tmp_path / "p-1.tar.gz", [("p-1/real.txt", "file", "cmake"), ("p-1/cmake", "dir", ""),
+                                              ("p-1/cmake/utils.cmake", "sym", "../real.txt")])
+    _sdist.unpack(blob, tmp_path / "dest", strip=True, what="t")
+    assert (tmp_path / "dest" / "cmake" / "utils.cmake").read_text() == "cmake"
+    assert _sdist.read_members(blob, {"cmake/utils.cmake"}, strip=True, what="t") == {"cmake/utils.cmake": b"cmake"}
