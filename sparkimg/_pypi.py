@@ -90,13 +90,15 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
     runs its build backend."""
     import requests  # only a lock that resolves an sdist pays for importing it
 
-    url = f"{index_url()}{normalise(package)}/"
+    full = f"{index_url()}{normalise(package)}/"
+    url, auth = _without_credentials(full)  # a token in PIP_INDEX_URL goes in a header, never a lock or message
     try:
-        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60)
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60, auth=auth)
     except requests.RequestException as exc:
-        raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+        raise ResolveError(f"{url}: {exc.__class__.__name__}") from None
     if response.status_code == 404:
-        raise ResolveError(f"no project {package!r} on {index_url()}", hint="check the package name")
+        raise ResolveError(f"no project {package!r} on {_without_credentials(index_url())[0]}",
+                           hint="check the package name")
     if response.status_code != 200 or _SIMPLE_JSON not in response.headers.get("Content-Type", ""):
         raise ResolveError(f"{url}: HTTP {response.status_code} ({response.headers.get('Content-Type')}); "
                            "the index must serve the JSON simple API (PEP 691)")
@@ -115,4 +117,27 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
         raise ResolveError(f"{package}=={version}: the index gave no sha256 for {item['filename']}")
     from urllib.parse import urljoin
 
-    return WheelPin(str(item["filename"]), urljoin(url, str(item["url"])).split("#", 1)[0], sha256.lower())
+    file_url = _without_credentials(urljoin(url, str(item["url"])).split("#", 1)[0])[0]
+    return WheelPin(str(item["filename"]), file_url, sha256.lower())
+
+
+def index_credentials(url: str) -> tuple[str, str] | None:
+    """The index's credentials (from its URL in the environment) for a download from its host:
+    a lock records file URLs without them."""
+    from urllib.parse import urlsplit
+
+    index, auth = _without_credentials(index_url())
+    return auth if auth and urlsplit(url).netloc == urlsplit(index).netloc else None
+
+
+def _without_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without ``user:password@``, and those credentials for ``requests``' auth."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+            (unquote(parts.username or ""), unquote(parts.password or "")))

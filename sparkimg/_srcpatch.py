@@ -50,6 +50,12 @@ def sections(text: str, what: str) -> list[tuple[str, str]]:
         while begin > floor and lines[begin - 1].startswith(_PREAMBLE):
             begin -= 1
         begins.append(begin)
+    for number, line in enumerate(lines[:begins[0]]):
+        if line.startswith(("*** ", "***************", "Index:", "Prereq:")):
+            raise BuildError(f"{what}: line {number + 1} is not part of a unified diff ({line.strip()[:40]!r})",
+                             hint="make the patch with `git diff` or `diff -u`; other formats are not read")
+    for number, line in enumerate(lines[begins[0]:], start=begins[0] + 1):
+        _check_line(line, number, what)
     out: list[tuple[str, str]] = []
     for number, start in enumerate(starts):
         end = begins[number + 1] if number + 1 < len(starts) else len(lines)
@@ -65,6 +71,21 @@ def sections(text: str, what: str) -> list[tuple[str, str]]:
     return out
 
 
+def _check_line(line: str, number: int, what: str) -> None:
+    """Fail closed: ``patch`` reads other diff formats too, so every line after the first header
+    must be a line of a unified diff or of git's preamble, and no part may make a symbolic link
+    (a link written into the source could lead a later write out of it)."""
+    if line.startswith(_PREAMBLE):
+        if line.split()[-1:] == ["120000"] or line.startswith("GIT binary patch"):
+            raise BuildError(f"{what}: line {number} makes a symbolic link ({line.strip()!r})",
+                             hint="a source patch changes file contents only")
+        return
+    if line.startswith(("--- ", "+++ ", "@@ ")) or line[:1] in (" ", "+", "-", "\\") or not line.strip():
+        return
+    raise BuildError(f"{what}: line {number} is not part of a unified diff ({line.strip()[:40]!r})",
+                     hint="make the patch with `git diff` or `diff -u`; other formats are not read")
+
+
 def apply(folder: Path, data: bytes, what: str) -> None:
     """Apply ``data`` (a unified diff) to ``folder`` with ``patch -p1``; fail naming ``what``."""
     try:
@@ -76,8 +97,11 @@ def apply(folder: Path, data: bytes, what: str) -> None:
     if tool is None:
         raise BuildError("`patch` is not installed; source_patches need it",
                          hint="install it (apt-get install patch)")
-    run = subprocess.run([tool, "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-",
-                          "-d", str(folder)], input=data, capture_output=True, timeout=120, check=False)
+    try:
+        run = subprocess.run([tool, "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-",
+                              "-d", str(folder)], input=data, capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"{what}: `patch` failed to run: {exc}") from None
     if run.returncode != 0:
         said = (run.stdout + run.stderr).decode(errors="replace").strip().splitlines()[-6:]
         raise BuildError(f"{what}: does not apply to the source:\n" + "\n".join(f"    {line}" for line in said),

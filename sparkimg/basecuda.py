@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .engine import Engine, Mount, RunLimits
@@ -101,7 +102,7 @@ def identify(engine: Engine, image: str, config_digest: str, store: Store, *,
         result = engine.run_bounded(image, ["/bin/sh", "/sparkimg/bin/nvcc.sh"], limits=LIMITS,
                                     mounts=[Mount(tools, "/sparkimg/bin"), Mount(out, "/sparkimg/out", writable=True)],
                                     log=lambda _n, _p, line: tail.append(line), layer="base-nvcc", phase="fetch")
-        answer = (out / "nvcc.txt").read_text(errors="replace") if (out / "nvcc.txt").is_file() else ""
+        answer = _read_answer(out / "nvcc.txt")
         if result.exit_code != 0 or not answer:
             raise BuildError(f"base {image}: asking for nvcc failed (exit {result.exit_code}): "
                              + " ".join(tail[-5:]), hint="the base needs /bin/sh, readlink and sha256sum")
@@ -115,3 +116,20 @@ def identify(engine: Engine, image: str, config_digest: str, store: Store, *,
     else:
         report(Event(Phase.FETCH, f"toolchain: nvcc {found.release} at {found.resolved} in the base"))
     return found
+
+
+def _read_answer(path: Path, limit: int = 64 << 10) -> str:
+    """What the container wrote, read without following a link it may have put there (the folder
+    is the container's to write) and bounded: never a host file the base points at."""
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return ""
+        return handle.read(limit).decode(errors="replace")

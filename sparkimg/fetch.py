@@ -152,8 +152,10 @@ def _download(url: str) -> Iterator[bytes]:
         return
     import requests  # here, not at module level: importing it costs ~0.1 s that only downloads need
 
+    from ._pypi import index_credentials
+
     try:
-        with requests.get(url, stream=True, timeout=60) as response:
+        with requests.get(url, stream=True, timeout=60, auth=index_credentials(url)) as response:
             if response.status_code != 200:
                 raise FetchError(f"{url}: HTTP {response.status_code}")
             yield from response.iter_content(CHUNK)

@@ -197,7 +197,11 @@ def _patched(spec: Spec, layer: CompileLayer, files: dict[str, bytes]) -> dict[s
             (folder / name).write_bytes(data)
         for written in layer.source_patches:
             what = f"layer {layer.name}: source patch {written}"
-            parts = _srcpatch.sections((spec.root / written).read_text(), what)
+            try:
+                text = (spec.root / written).read_bytes().decode()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BuildError(f"{what}: cannot read it as a text patch: {exc}") from None
+            parts = _srcpatch.sections(text, what)
             relevant = "".join(text for name, text in parts if name in files)
             if relevant:
                 _srcpatch.apply(folder, relevant.encode(), what)

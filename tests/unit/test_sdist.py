@@ -364,3 +364,15 @@ def test_a_link_inside_the_archive_to_a_file_of_it_is_kept_and_read_through(tmp_
     _sdist.unpack(blob, tmp_path / "dest", strip=True, what="t")
     assert (tmp_path / "dest" / "cmake" / "utils.cmake").read_text() == "cmake"
     assert _sdist.read_members(blob, {"cmake/utils.cmake"}, strip=True, what="t") == {"cmake/utils.cmake": b"cmake"}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("diff --git a/lnk b/lnk\nnew file mode 120000\n--- /dev/null\n+++ b/lnk\n@@ -0,0 +1 @@\n+../outside\n",
+     "symbolic link"),
+    ("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n*** a/../outside/y\n--- b/../outside/y\n***************\n",
+     "not part of a unified diff"),
+])
+def test_a_source_patch_is_read_fail_closed(text: str, said: str) -> None:
+    """``patch`` reads other formats and makes links; sparkimg passes it only plain unified diffs."""
+    with pytest.raises(BuildError, match=said):
+        _srcpatch.sections(text, "p")
