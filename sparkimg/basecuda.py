@@ -11,12 +11,11 @@ the vLLM preflight reads its CUDA version.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .engine import Engine, Mount, RunLimits
+from ._baseask import SCRIPTS, ask
+from .engine import Engine, RunLimits
 from .errors import BuildError
 from .events import Event, Kind, Phase, Reporter, silent
 from .store import Store
@@ -89,26 +88,13 @@ def identify(engine: Engine, image: str, config_digest: str, store: Store, *,
     if known is not None:
         return remembered(store, config_digest)
     report(Event(Phase.FETCH, f"toolchain: asking the base for nvcc ({config_digest[:19]})"))
-    work = store.temp_dir("base-nvcc.")
-    try:
-        tools, out = work / "bin", work / "out"
-        tools.mkdir()
-        out.mkdir()
-        tools.chmod(0o755)
-        out.chmod(0o777)
-        (tools / "nvcc.sh").write_text(SCRIPT)
-        (tools / "nvcc.sh").chmod(0o644)
-        tail: list[str] = []
-        result = engine.run_bounded(image, ["/bin/sh", "/sparkimg/bin/nvcc.sh"], limits=LIMITS,
-                                    mounts=[Mount(tools, "/sparkimg/bin"), Mount(out, "/sparkimg/out", writable=True)],
-                                    log=lambda _n, _p, line: tail.append(line), layer="base-nvcc", phase="fetch")
-        answer = _read_answer(out / "nvcc.txt")
-        if result.exit_code != 0 or not answer:
-            raise BuildError(f"base {image}: asking for nvcc failed (exit {result.exit_code}): "
-                             + " ".join(tail[-5:]), hint="the base needs /bin/sh, readlink and sha256sum")
-        found = parse(answer)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    asked = ask(engine, image, script=("nvcc.sh", SCRIPT.encode()), command=["/bin/sh", f"{SCRIPTS}/nvcc.sh"],
+                answer="nvcc.txt", limits=LIMITS, store=store, layer="base-nvcc", phase="fetch", limit=64 << 10)
+    answer = asked.answer.decode(errors="replace")
+    if asked.exit_code != 0 or not answer:
+        raise BuildError(f"base {image}: asking for nvcc failed (exit {asked.exit_code}): "
+                         + " ".join(asked.tail[-5:]), hint="the base needs /bin/sh, readlink and sha256sum")
+    found = parse(answer)
     store.write_record(RECORDS, _name(config_digest),
                        {"found": found is not None, **(found.to_json() if found else {})})
     if found is None:
@@ -117,19 +103,3 @@ def identify(engine: Engine, image: str, config_digest: str, store: Store, *,
         report(Event(Phase.FETCH, f"toolchain: nvcc {found.release} at {found.resolved} in the base"))
     return found
 
-
-def _read_answer(path: Path, limit: int = 64 << 10) -> str:
-    """What the container wrote, read without following a link it may have put there (the folder
-    is the container's to write) and bounded: never a host file the base points at."""
-    import os
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as handle:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return ""
-        return handle.read(limit).decode(errors="replace")

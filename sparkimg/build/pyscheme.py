@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 from pathlib import Path
 
-from ..engine import Engine, Mount, RunLimits
+from .._baseask import ANSWERS, SCRIPTS, ask
+from ..engine import Engine, RunLimits
 from ..errors import BuildError, UsageError
 from ..formats.canonical import loads
 from ..formats.scheme import BaseScheme
@@ -53,38 +53,19 @@ def base_scheme(engine: Engine, base_image: str, config_digest: str, store: Stor
     if found != config_digest:
         raise BuildError(f"base {base_image}: the engine has {found or 'no such image'}, not {config_digest}",
                          hint="run `sparkimg fetch SPEC` to pull the pinned base")
-    work = store.temp_dir("scheme.")
+    asked = ask(engine, base_image, script=("scheme.py", script),
+                command=["python3", f"{SCRIPTS}/scheme.py", f"{ANSWERS}/scheme.json"], answer="scheme.json",
+                limits=LIMITS, store=store, layer="pyscheme", phase="assemble",
+                env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})
+    output = "".join(f"\n    {line}" for line in asked.tail[-10:])
+    if asked.oom_killed or asked.exit_code != 0:
+        raise BuildError(f"base {base_image}: asking its python3 for the install scheme failed "
+                         f"(exit {asked.exit_code}{', OOM-killed' if asked.oom_killed else ''}){output}",
+                         hint="the base needs a python3 on its PATH to install wheels into")
     try:
-        query, out = work / "query", work / "out"
-        query.mkdir()
-        out.mkdir()
-        query.chmod(0o755)
-        out.chmod(0o777)  # the base's user, whoever it is, writes the answer
-        (query / "scheme.py").write_bytes(script)
-        (query / "scheme.py").chmod(0o644)
-        tail: list[str] = []
-
-        def keep(layer: str, phase: str, line: str) -> None:
-            tail.append(line)
-            del tail[:-20]
-
-        result = engine.run_bounded(
-            base_image, ["python3", "/sparkimg/query/scheme.py", "/sparkimg/out/scheme.json"],
-            limits=LIMITS, mounts=[Mount(query, "/sparkimg/query"), Mount(out, "/sparkimg/out", writable=True)],
-            env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}, log=keep, layer="pyscheme",
-            phase="assemble",
-        )
-        output = "".join(f"\n    {line}" for line in tail[-10:])
-        if result.oom_killed or result.exit_code != 0:
-            raise BuildError(f"base {base_image}: asking its python3 for the install scheme failed "
-                             f"(exit {result.exit_code}{', OOM-killed' if result.oom_killed else ''}){output}",
-                             hint="the base needs a python3 on its PATH to install wheels into")
-        try:
-            data = loads((out / "scheme.json").read_bytes())
-        except (OSError, ValueError) as exc:
-            raise BuildError(f"base {base_image}: the scheme query wrote no JSON ({exc}){output}") from None
-        scheme = BaseScheme.from_json(data, f"the scheme of {base_image}")
-        store.write_record(RECORDS, name, scheme.to_json())
-        return scheme
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        data = loads(asked.answer)
+    except ValueError as exc:
+        raise BuildError(f"base {base_image}: the scheme query wrote no JSON ({exc}){output}") from None
+    scheme = BaseScheme.from_json(data, f"the scheme of {base_image}")
+    store.write_record(RECORDS, name, scheme.to_json())
+    return scheme
