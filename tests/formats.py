@@ -147,18 +147,38 @@ def fatbin(*entries: bytes) -> bytes:
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
+# -- spec texts -------------------------------------------------------------------------------
+
+
+def spec_header(name: str, *, base: str = "127.0.0.1:5000/sparkimg/demo-base:bookworm",
+                platform: str = "linux/arm64", image: str | None = None) -> str:
+    """What every test spec starts with: schema, name (and image), platform, 12.1a, base, host CUDA."""
+    return (f"schema: sparkimg/v1\nname: {name}\n" + (f"image: {image}\n" if image else "")
+            + f'platform: {platform}\ncuda_architectures: ["12.1a"]\nbase:\n  image: {base}\n'
+            "toolchain:\n  cuda: host\n  path: /usr/local/cuda\n")
+
+
+def vllm_sdist_body(version: str) -> str:
+    """Sources and layers of a spec that builds vLLM from its PyPI sdist for {cuda_arch}."""
+    return f"""\
+sources:
+  vllm:
+    pypi: vllm
+    version: "{version}"
+    dist: sdist
+layers:
+  - name: vllm
+    kind: compile
+    source: vllm
+    command: python3 -m pip wheel --no-build-isolation --no-deps -w /out /src
+    env:
+      TORCH_CUDA_ARCH_LIST: "{{cuda_arch}}"
+"""
+
+
 # -- a valid spec, for tests that break one field of it ----------------------------------------
 
-GOOD = """\
-schema: sparkimg/v1
-name: demo
-platform: linux/arm64
-cuda_architectures: ["12.1a"]
-base:
-  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
+GOOD = spec_header("demo") + """\
 sources:
   kernel:
     path: kernel

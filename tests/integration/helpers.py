@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sparkimg.cli import main
+from tests.formats import spec_header
 from tests.support import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,19 +25,9 @@ WHEEL = ("python3 -c \"import zipfile; z = zipfile.ZipFile('/out/t-0-py3-none-an
          "\\nVersion: 0\\n'), ('t-0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: "
          "py3-none-any\\n'), ('t-0.dist-info/RECORD', '')]]\"")
 
-# What every test spec starts with: its name, image, base and toolchain.
-HEADER = """\
-schema: sparkimg/v1
-name: {name}
-image: sparkimg-test/{name}
-platform: native
-cuda_architectures: ["12.1a"]
-base:
-  image: {base}
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
-"""
+# What every integration spec starts with: a template of its name (with an image of that name)
+# and base, built by the one header the unit tests use too.
+HEADER = spec_header("{name}", base="{base}", platform="native", image="sparkimg-test/{name}")
 SPEC = HEADER + """\
 sources:
   kernel:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.store import Store
+from tests.formats import vllm_sdist_body
 from tests.integration.helpers import HEADER, cli
 from tests.support import REPO, VLLM_SDIST
 
@@ -108,20 +109,8 @@ def vllm_spec(folder: Path, base: str, *, patched: bool) -> Path:
     (folder / PATCH).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / PATCH, folder / PATCH)
     spec = folder / "vllm.yaml"
-    spec.write_text(HEADER.format(name=f"it-vllm-{uuid.uuid4().hex[:8]}", base=base) + f"""\
-sources:
-  vllm:
-    pypi: vllm
-    version: "{VLLM_SDIST['version']}"
-    dist: sdist
-layers:
-  - name: vllm
-    kind: compile
-    source: vllm
-    command: python3 -m pip wheel --no-build-isolation --no-deps -w /out /src
-    env:
-      TORCH_CUDA_ARCH_LIST: "{{cuda_arch}}"
-""" + (f"    source_patches: [{PATCH}]\n" if patched else ""))
+    spec.write_text(HEADER.format(name=f"it-vllm-{uuid.uuid4().hex[:8]}", base=base)
+                    + vllm_sdist_body(VLLM_SDIST["version"]) + (f"    source_patches: [{PATCH}]\n" if patched else ""))
     return spec
 
 

@@ -10,18 +10,9 @@ from typing import Any
 
 from sparkimg.plan import key_of, layer_inputs
 from sparkimg.spec import Spec, load_spec
-from tests.formats import loaded, lock_json
+from tests.formats import loaded, lock_json, spec_header
 
-SPEC = """\
-schema: sparkimg/v1
-name: keys
-platform: linux/arm64
-cuda_architectures: ["12.1a"]
-base:
-  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
+SPEC = spec_header("keys") + """\
 sources:
   kernel:
     path: kernel

@@ -19,33 +19,11 @@ from sparkimg.formats.lock import GitPin, PathPin, PypiPin, ToolchainPin
 from sparkimg.lock import Lock
 from sparkimg.spec import Spec, load_spec
 from sparkimg.store import Store
-from tests.formats import loaded, lock_file
+from tests.formats import loaded, lock_file, spec_header, vllm_sdist_body
 from tests.support import REPO, VLLM_SDIST, unavailable
 
 PATCH = "patches/vllm-gb10-archs/cuda13-sm121.patch"
-SPEC = f"""\
-schema: sparkimg/v1
-name: vllm-preflight
-platform: linux/arm64
-cuda_architectures: ["12.1a"]
-base:
-  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
-sources:
-  vllm:
-    pypi: vllm
-    version: "{VLLM_SDIST['version']}"
-    dist: sdist
-layers:
-  - name: vllm
-    kind: compile
-    source: vllm
-    command: python3 -m pip wheel --no-build-isolation --no-deps -w /out /src
-    env:
-      TORCH_CUDA_ARCH_LIST: "{{cuda_arch}}"
-"""
+SPEC = spec_header("vllm-preflight") + vllm_sdist_body(VLLM_SDIST["version"])
 WITH_PATCH = SPEC + f"    source_patches: [{PATCH}]\n"
 
 

@@ -27,19 +27,10 @@ from sparkimg.fetch import fetch_source
 from sparkimg.formats.lock import LockFile, PypiPin
 from sparkimg.plan import key_of, layer_inputs
 from sparkimg.spec import CompileLayer, load_spec
-from tests.formats import loaded, lock_file, lock_json
+from tests.formats import loaded, lock_file, lock_json, spec_header
 from tests.support import REPO
 
-SPEC = """\
-schema: sparkimg/v1
-name: sdist
-platform: linux/arm64
-cuda_architectures: ["12.1a"]
-base:
-  image: 127.0.0.1:5000/sparkimg/demo-base:bookworm
-toolchain:
-  cuda: host
-  path: /usr/local/cuda
+SPEC = spec_header("sdist") + """\
 sources:
   kernel:
     pypi: demo-kernel
