@@ -19,6 +19,7 @@ from .engine import Engine
 from .errors import EngineError, ResolveError, SparkimgError, UsageError
 from .events import Event, Kind, Phase, Reporter, silent
 from .formats import oci
+from .formats.canonical import sha256_prefixed
 from .signing.keys import PublicKey
 from .spec.model import split_reference
 
@@ -53,7 +54,7 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     client = client or RegistryClient()
     manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
                            headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
-    manifest_digest = oci.sha256_of(manifest)
+    manifest_digest = sha256_prefixed(manifest)
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))

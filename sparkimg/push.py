@@ -22,6 +22,7 @@ from ._registry import ImageRef, RegistryClient
 from .errors import ResolveError, UsageError
 from .events import Event, Kind, Phase, Reporter, silent
 from .formats import oci
+from .formats.canonical import hex_of, sha256_prefixed
 from .lock import Lock
 from .store import CHUNK, Store
 
@@ -74,8 +75,8 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     to = target_of(target)
     client = client or RegistryClient()
     base_ref = ImageRef.parse(lock.base.repository)
-    manifest = store.blob(_hex(record.manifest_digest)).read_bytes()
-    config = store.blob(_hex(record.config_digest)).read_bytes()
+    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
+    config = store.blob(hex_of(record.config_digest)).read_bytes()
     done: list[BlobPush] = []
     for descriptor in base.layers:
         done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
@@ -111,9 +112,9 @@ def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receip
     fallback index too. That index is read, changed and written: writers from this store take
     turns (a lock in the store); the registry itself offers no conditional write."""
     for blob in (oci.EMPTY, receipt):
-        _blob(client, to, oci.sha256_of(blob), len(blob), report, chunks=lambda b=blob: iter([b]))
+        _blob(client, to, sha256_prefixed(blob), len(blob), report, chunks=lambda b=blob: iter([b]))
     artifact = oci.receipt_artifact(subject, receipt)
-    digest = oci.sha256_of(artifact)
+    digest = sha256_prefixed(artifact)
     client.send("PUT", to, f"{to.base_url}/manifests/{digest}", data=artifact, ok=(201,), scope="pull,push",
                 headers={"Content-Type": oci.OCI_MANIFEST})
     referrers = client.send("GET", to, f"{to.base_url}/referrers/{subject.digest}", ok=(200, 404),
@@ -183,7 +184,7 @@ def _sized(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
 
 def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
-    with store.blob(_hex(digest)).open("rb") as handle:
+    with store.blob(hex_of(digest)).open("rb") as handle:
         while chunk := handle.read(UPLOAD_CHUNK):
             yield chunk
 
@@ -198,6 +199,3 @@ def client_stream(client: RegistryClient, ref: ImageRef, digest: str) -> Iterato
     if "sha256:" + hashed.hexdigest() != digest:
         raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
 
-
-def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1]

@@ -18,7 +18,7 @@ from ..errors import BuildError, FetchError
 from ..events import Event, Phase, Reporter
 from ..formats import kernels as kernel_label
 from ..formats import oci
-from ..formats.canonical import digest_of
+from ..formats.canonical import digest_of, hex_of, sha256_prefixed
 from ..formats.lock import PypiPin
 from ..formats.record import LayerRecord
 from ..formats.scheme import BaseScheme, canonical_name
@@ -52,7 +52,7 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
     except FetchError:
         return None  # a damaged record is no record: the image is assembled again
     blobs = [record.manifest_digest, record.config_digest, *(layer.descriptor.digest for layer in record.layers)]
-    return record if all(store.has(_hex(d)) for d in blobs) else None
+    return record if all(store.has(hex_of(d)) for d in blobs) else None
 
 
 def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
@@ -85,11 +85,11 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
         layer_mod.clear(work_root)
     config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=epoch, layers=written)
     manifest = oci.manifest(base, config, written)
-    record = oci.ImageRecord(oci.sha256_of(manifest), oci.sha256_of(config), base.media_type,
+    record = oci.ImageRecord(sha256_prefixed(manifest), sha256_prefixed(config), base.media_type,
                              plan.lock.base.manifest_digest, tuple(written), layer_mod.COMPRESSOR,
                              layer_mod.TAR_FORMAT)
-    store.put_bytes(config, expected=_hex(record.config_digest), what="image config")
-    store.put_bytes(manifest, expected=_hex(record.manifest_digest), what="image manifest")
+    store.put_bytes(config, expected=hex_of(record.config_digest), what="image config")
+    store.put_bytes(manifest, expected=hex_of(record.manifest_digest), what="image manifest")
     if cache:
         store.write_record(IMAGES, plan.image.key, record.to_json())
     return record
@@ -126,7 +126,7 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
         found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
     except FetchError:
         return None  # a damaged record: the layer is written again
-    return found if store.has(_hex(found.descriptor.digest)) else None
+    return found if store.has(hex_of(found.descriptor.digest)) else None
 
 
 def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
@@ -207,6 +207,3 @@ def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, store:
     return _Work(name, created_by, {"wheels": sorted(wheels), "scheme": scheme_id, "installer": installer_version(),
                                     "createdBy": created_by}, entries)
 
-
-def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1]

@@ -23,6 +23,7 @@ from typing import Any
 from ..engine import Engine
 from ..events import Event, Phase, Reporter
 from ..formats import oci
+from ..formats.canonical import hex_of
 from ..formats.record import LayerRecord
 from ..plan import Plan
 from ..spec import CompileLayer
@@ -128,7 +129,7 @@ def _copy_inputs(plan: Plan, blobs: Mapping[str, str], patch_blobs: Mapping[str,
                  scratch: Store) -> None:
     """The inputs only: every store entry a build reads, none it writes."""
     wanted = [*blobs.values(), *(h for files in patch_blobs.values() for h in files.values()),
-              _hex(plan.lock.base.manifest_digest), _hex(plan.lock.base.config_digest)]
+              hex_of(plan.lock.base.manifest_digest), hex_of(plan.lock.base.config_digest)]
     for digest in wanted:
         if store.has(digest):
             scratch.put_file(store.blob(digest), expected=digest)
@@ -141,8 +142,9 @@ def _compare(plan: Plan, records: dict[str, LayerRecord], second_records: dict[s
                 Compared("image config", first.config_digest, second.config_digest)]
     differences: list[Difference] = []
     one, two = (_config(s, r) for s, r in ((store, first), (scratch, second)))
-    for name in sorted(set(_flat(one)) | set(_flat(two))):
-        a, b = _flat(one).get(name, "(absent)"), _flat(two).get(name, "(absent)")
+    flat_one, flat_two = _flat(one), _flat(two)
+    for name in sorted(set(flat_one) | set(flat_two)):
+        a, b = flat_one.get(name, "(absent)"), flat_two.get(name, "(absent)")
         if a != b:
             compared.append(Compared(f"config {name}", a, b))
     for name in sorted(set(records) | set(second_records)):
@@ -160,8 +162,8 @@ def _compare(plan: Plan, records: dict[str, LayerRecord], second_records: dict[s
         compared.append(Compared(f"layer {label}: diff_id", a_layer.diff_id, b_layer.diff_id))
         compared.append(Compared(f"layer {label}: blob", a_layer.descriptor.digest, b_layer.descriptor.digest))
         if a_layer.diff_id != b_layer.diff_id:
-            differences += _tar_differences(label, a_layer.created_by, store.blob(_hex(a_layer.descriptor.digest)),
-                                            scratch.blob(_hex(b_layer.descriptor.digest)))
+            differences += _tar_differences(label, a_layer.created_by, store.blob(hex_of(a_layer.descriptor.digest)),
+                                            scratch.blob(hex_of(b_layer.descriptor.digest)))
     if len(first.layers) != len(second.layers):
         compared.append(Compared("layer count", str(len(first.layers)), str(len(second.layers))))
     return compared, differences
@@ -174,7 +176,7 @@ def _layer_sources(plan: Plan) -> list[str]:
 
 
 def _config(store: Store, record: oci.ImageRecord) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(store.blob(_hex(record.config_digest)).read_bytes())
+    data: dict[str, Any] = json.loads(store.blob(hex_of(record.config_digest)).read_bytes())
     return data
 
 
@@ -247,6 +249,3 @@ def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Differenc
 def _zip_meta(info: zipfile.ZipInfo) -> str:
     return f"date={info.date_time} attr={info.external_attr:o} method={info.compress_type}"
 
-
-def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1]

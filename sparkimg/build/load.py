@@ -21,6 +21,7 @@ from ..engine import Engine
 from ..errors import BuildError, EngineError
 from ..events import Event, Phase, Reporter
 from ..formats import oci
+from ..formats.canonical import hex_of
 from ..store import Store
 
 
@@ -77,10 +78,10 @@ def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseI
         archive = work / "image.tar"
         with tarfile.open(archive, "w") as out:
             _add(out, "manifest.json", oci.docker_archive_manifest(record.config_digest, [tag], layers))
-            out.add(store.blob(_hex(record.config_digest)), oci.blob_path(record.config_digest))
+            out.add(store.blob(hex_of(record.config_digest)), oci.blob_path(record.config_digest))
             for index in needed:
                 digest = record.layers[index].descriptor.digest
-                out.add(store.blob(_hex(digest)), oci.blob_path(digest))
+                out.add(store.blob(hex_of(digest)), oci.blob_path(digest))
         report(Event(Phase.ASSEMBLE, f"load {tag}: {len(needed)} of {len(record.layers)} new layer(s) sent",
                      "image", figures={"sent": len(needed), "bytes": archive.stat().st_size}))
         engine.load(archive)
@@ -106,6 +107,3 @@ def _remove(work: Path) -> None:
 
     shutil.rmtree(work, ignore_errors=True)
 
-
-def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1]

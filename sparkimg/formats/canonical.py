@@ -39,3 +39,8 @@ def digest_of(value: Any) -> str:
 def sha256_prefixed(data: bytes) -> str:
     """``sha256:HEX`` of raw bytes, as digests are written in locks and receipts."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def hex_of(digest: str) -> str:
+    """The HEX of ``sha256:HEX`` (what the store names a blob by); a bare HEX stays as it is."""
+    return digest.split(":", 1)[1] if ":" in digest else digest

@@ -9,7 +9,6 @@ image, and the base's layer descriptors are copied verbatim.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import FetchError
+from .canonical import sha256_prefixed
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -34,10 +34,6 @@ _BUILDER_FIELDS = ("container", "container_config", "docker_version", "parent", 
 def encode(document: Mapping[str, Any]) -> bytes:
     """The one encoding of an OCI document sparkimg writes."""
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def sha256_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def rfc3339(epoch: int) -> str:
@@ -190,7 +186,7 @@ def manifest(base: BaseImage, config_bytes: bytes, layers: Sequence[Layer],
     document: dict[str, Any] = {
         "schemaVersion": 2,
         "mediaType": media_type,
-        "config": Descriptor(config_type, sha256_of(config_bytes), len(config_bytes)).to_json(),
+        "config": Descriptor(config_type, sha256_prefixed(config_bytes), len(config_bytes)).to_json(),
         # The base's descriptors as its manifest has them (annotations, urls and all), after a check.
         "layers": [*base.raw_layers, *(layer.descriptor.to_json() for layer in layers)],
     }
@@ -285,8 +281,8 @@ def receipt_artifact(subject: Descriptor, receipt: bytes) -> bytes:
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
         "artifactType": RECEIPT_ARTIFACT,
-        "config": Descriptor(OCI_EMPTY, sha256_of(EMPTY), len(EMPTY)).to_json(),
-        "layers": [Descriptor(DSSE_ENVELOPE, sha256_of(receipt), len(receipt)).to_json()],
+        "config": Descriptor(OCI_EMPTY, sha256_prefixed(EMPTY), len(EMPTY)).to_json(),
+        "layers": [Descriptor(DSSE_ENVELOPE, sha256_prefixed(receipt), len(receipt)).to_json()],
         "subject": subject.to_json(),
     })
 
@@ -303,7 +299,7 @@ def referrers_index(existing: bytes | None, artifact: bytes) -> bytes:
     if existing:
         found = _object(existing, "referrers index").get("manifests")
         manifests = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
-    entry = {**Descriptor(OCI_MANIFEST, sha256_of(artifact), len(artifact)).to_json(),
+    entry = {**Descriptor(OCI_MANIFEST, sha256_prefixed(artifact), len(artifact)).to_json(),
              "artifactType": RECEIPT_ARTIFACT}
     if not any(m.get("digest") == entry["digest"] for m in manifests):
         manifests.append(entry)

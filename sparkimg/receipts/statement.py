@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
+from ..formats.canonical import hex_of
 from ..formats.intoto import rfc3339
 from ..formats.lock import GitPin, PypiPin
 from ..formats.oci import ImageRecord
@@ -20,10 +21,6 @@ from ..formats.record import LayerRecord
 from ..formats.statement import Descriptor, RunMetadata, Statement, Subject
 from ..lock import Lock
 from ..spec import CompileLayer, Spec
-
-
-def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1] if ":" in digest else digest
 
 
 def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,
@@ -35,7 +32,7 @@ def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,
     blobs = blobs or {}
     base = lock.base
     deps = [Descriptor(
-        "base", f"oci://{base.repository}@{base.manifest_digest}", {"sha256": _hex(base.manifest_digest)},
+        "base", f"oci://{base.repository}@{base.manifest_digest}", {"sha256": hex_of(base.manifest_digest)},
         media_type=base.media_type,
         annotations={"reference": base.reference, "config_digest": base.config_digest,
                      "index_digest": base.index_digest, "platform": base.platform},
@@ -81,9 +78,9 @@ def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,
                                             "base_config_digest": base.config_digest}))
     else:
         # nvcc comes from the base image: its identity is the base image's config digest.
-        deps.append(Descriptor("toolchain", digest={"sha256": _hex(base.config_digest)},
+        deps.append(Descriptor("toolchain", digest={"sha256": hex_of(base.config_digest)},
                                annotations=toolchain.to_json()))
-    deps.append(Descriptor("lock", f"file:{lock.path.name}", {"sha256": _hex(lock.digest)}))
+    deps.append(Descriptor("lock", f"file:{lock.path.name}", {"sha256": hex_of(lock.digest)}))
     return tuple(deps)
 
 
@@ -117,10 +114,10 @@ def statement(
         "engine": engine,
         "sparkimg": __version__,
     }
-    subjects = [Subject(image_ref, {"sha256": _hex(oci.config_digest if oci else image_id)},
+    subjects = [Subject(image_ref, {"sha256": hex_of(oci.config_digest if oci else image_id)},
                         {"kind": "image-config"})]
     if oci is not None:
-        subjects.append(Subject(image_ref, {"sha256": _hex(oci.manifest_digest)},
+        subjects.append(Subject(image_ref, {"sha256": hex_of(oci.manifest_digest)},
                                 {"kind": "image-manifest", "mediaType": oci.media_type}))
         internal["assembly"] = {
             "writer": "sparkimg", "tar": oci.tar_format, "compressor": oci.compressor,
@@ -146,7 +143,7 @@ def statement(
     return Statement(
         subjects=tuple(subjects),
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
-                           "digest": {"sha256": _hex(spec.digest)}}},
+                           "digest": {"sha256": hex_of(spec.digest)}}},
         internal=internal,
         dependencies=dependencies(spec, lock, blobs, base_nvcc),
         builder_version={"sparkimg": __version__},

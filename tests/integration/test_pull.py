@@ -13,6 +13,7 @@ import pytest
 from sparkimg._registry import ImageRef, RegistryClient
 from sparkimg.engine import Engine
 from sparkimg.formats import oci
+from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.push import attach
 from sparkimg.store import Store
 
@@ -74,7 +75,7 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     # The trusted receipt of the first image attached to the second: it verifies, but names another manifest.
     to = ImageRef.parse(repository)
     manifest = Store(store).blob(str(second["oci"]["manifest"]).split(":")[1]).read_bytes()  # type: ignore[index]
-    attach(RegistryClient(), to, oci.Descriptor(oci.DOCKER_MANIFEST, oci.sha256_of(manifest), len(manifest)),
+    attach(RegistryClient(), to, oci.Descriptor(oci.DOCKER_MANIFEST, sha256_prefixed(manifest), len(manifest)),
            (tmp_path / "v1.json").read_bytes(), Store(store), lambda event: None)
     code, _, err = cli(capsys, store, "pull", tag, "--key", str(tmp_path / "trusted.pub"))
     assert code == 1 and f"names manifest {first['oci']['manifest']}" in err

@@ -18,6 +18,7 @@ from sparkimg.build import layer as layer_mod
 from sparkimg.build.load import chain_ids
 from sparkimg.errors import BuildError, FetchError
 from sparkimg.formats import oci
+from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.store import Store
 
 EPOCH = 1700000000
@@ -124,7 +125,7 @@ def _base(media_type: str = oci.DOCKER_MANIFEST) -> oci.BaseImage:
                          "history": [{"created": "2020-01-01T00:00:00Z", "created_by": "import"}],
                          "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "d" * 64]}})
     manifest = oci.encode({"schemaVersion": 2, "mediaType": media_type,
-                           "config": {"mediaType": oci.DOCKER_CONFIG, "digest": oci.sha256_of(config),
+                           "config": {"mediaType": oci.DOCKER_CONFIG, "digest": sha256_prefixed(config),
                                       "size": len(config)},
                            "layers": [{"mediaType": oci.DOCKER_LAYER, "digest": "sha256:" + "e" * 64, "size": 9}]})
     return oci.BaseImage(manifest, config)
@@ -151,7 +152,7 @@ def test_the_manifest_keeps_the_base_family_and_its_layer_descriptors_verbatim()
     assert manifest["mediaType"] == oci.DOCKER_MANIFEST and manifest["config"]["mediaType"] == oci.DOCKER_CONFIG
     assert manifest["layers"][0] == base.manifest_json["layers"][0]
     assert manifest["layers"][1]["mediaType"] == oci.DOCKER_LAYER
-    assert manifest["config"]["digest"] == oci.sha256_of(config)
+    assert manifest["config"]["digest"] == sha256_prefixed(config)
     assert oci.manifest(base, config, [new]) == oci.manifest(base, config, [new])
 
 
