@@ -51,11 +51,12 @@ def _store(root: Path | None) -> Store:
     return Store(root)
 
 
-def load(spec_path: Path, report: Reporter = silent) -> Spec:
-    """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported."""
+def load(spec_path: Path, report: Reporter = silent, store: Store | None = None) -> Spec:
+    """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported.
+    With a store, the YAML parse is remembered there by the file's sha256 (``_located``)."""
     from .spec import load_spec
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, parsed=store.root / "records" / "parsed" if store is not None else None)
     for warning in spec.warnings:
         report(Event(Phase.SPEC, warning, kind=Kind.WARNING))
     return spec
@@ -194,11 +195,11 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     def tell(event: Event) -> None:
         said(event)
         report(event)
-    spec = load(spec_path, tell)
+    the_store = _store(store)
+    spec = load(spec_path, tell, the_store)
     lock = lock_mod.load(spec)
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
-    the_store = _store(store)
     the_engine = engine(the_store)
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
     if not result.built and not has_statement(result, the_store):
