@@ -142,6 +142,33 @@ def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silen
     return Planned(compute(spec, lock, the_store, image_built=image_id is not None), image_id)
 
 
+def dockerfile(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> str:
+    """The Dockerfile equivalent of the image sparkimg assembles (FROM the pinned base, the wheels
+    installed by pip, the baked patch files, env and labels), for a person to read; it names the
+    wheels each compile layer built, so those must be built."""
+    from . import lock as lock_mod
+    from .build.assemble import labels
+    from .build.dockerfile import dockerfile as text
+    from .build.dockerfile import wheels
+    from .fetch import base_tag
+    from .plan import compute, layer_record
+    from .spec import CompileLayer
+
+    the_store = _store(store)
+    spec = load(spec_path, report, the_store)
+    lock = lock_mod.load_checked(spec, the_store)
+    plan = compute(spec, lock, the_store)
+    records = {}
+    for layer in spec.layers:
+        if isinstance(layer, CompileLayer):
+            record = layer_record(the_store, plan.layer(layer.name).key)
+            if record is None:
+                raise UsageError(f"plan --dockerfile: compile layer {layer.name} is not built yet; the Dockerfile "
+                                 "names the wheels it builds", hint=f"run `sparkimg build {spec_path}` first")
+            records[layer.name] = record
+    return text(plan, base_tag(spec, lock), wheels(plan, records), labels(plan))
+
+
 # -- build -------------------------------------------------------------------------------
 
 
