@@ -25,7 +25,7 @@ from . import plots
 
 SCHEMA = "sparkimg-nightly-report/v1"
 TEXT_MAX = 1000  # characters of one string shown; report.json beside the page has all of it
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # and lone surrogates
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#212529;
@@ -80,9 +80,7 @@ def _clean(value: Any) -> str:
     """Text for a person: ``None`` is empty, control characters and lone surrogates are U+FFFD."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else str(value)
-    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return _CONTROL.sub("\ufffd", text)
+    return _CONTROL.sub("\ufffd", value if isinstance(value, str) else str(value))
 
 
 def _esc(value: Any, limit: int = TEXT_MAX) -> str:
