@@ -31,7 +31,8 @@ _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#212529;
 margin:0 auto;max-width:1180px;padding:24px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dee2e6}
-table{border-collapse:collapse;width:100%;table-layout:auto}
+table{border-collapse:collapse;width:100%;table-layout:fixed}
+table.kv th{width:200px}
 th,td{text-align:left;vertical-align:top;padding:4px 8px;border-bottom:1px solid #e9ecef;overflow-wrap:anywhere}
 th{background:#f8f9fa;font-weight:600}td.n{text-align:right;white-space:nowrap}
 code{font:12px ui-monospace,"DejaVu Sans Mono",monospace}
@@ -141,6 +142,15 @@ def _short(kind: str, value: Any) -> str:
     return f"<code title=\"{html.escape(text[:200])}\">{_esc(shown, 120)}</code>"
 
 
+def _table(columns: Mapping[str, int], rows: list[str]) -> str:
+    """A table with fixed column widths (percent): a long unbroken string wraps in its own column
+    instead of pushing the others off the page."""
+    widths = "".join(f"<col style=\"width:{p}%\">" for p in columns.values())
+    headings = "".join(f"<th>{name}</th>" for name in columns)
+    return (f"<table><colgroup>{widths}</colgroup><thead><tr>{headings}</tr></thead><tbody>\n"
+            + "\n".join(rows) + "\n</tbody></table>")
+
+
 # -- sections ------------------------------------------------------------------------------------
 
 
@@ -173,8 +183,7 @@ def _moved(moved: list[Mapping[str, Any]]) -> str:
     rows = [f"<tr><td>{_esc(m.get('input'), 200)}</td><td>{_esc(m.get('kind'), 40)}</td>"
             f"<td>{_side(_clean(m.get('kind')), m.get('from'), _field(m, 'from_detail'))}</td>"
             f"<td>{_side(_clean(m.get('kind')), m.get('to'), _field(m, 'to_detail'))}</td></tr>" for m in moved]
-    return ("<h2>What moved</h2>\n<table><thead><tr><th>input</th><th>kind</th><th>old</th><th>new</th></tr></thead>"
-            "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+    return "<h2>What moved</h2>\n" + _table({"input": 14, "kind": 7, "old": 39, "new": 40}, rows)
 
 
 def _layers(layers: list[Mapping[str, Any]]) -> str:
@@ -191,9 +200,8 @@ def _layers(layers: list[Mapping[str, Any]]) -> str:
                     f"<td class=\"n\">{_seconds(layer.get('cpu_s'))}</td>"
                     f"<td class=\"n\">{_bytes(layer.get('peak_memory_bytes'))}</td></tr>")
     summary = ", ".join(f"{n} {_esc(s, 40)}" for s, n in counts.items())
-    return (f"<h2>Layers</h2>\n<p>{summary}</p>\n<table><thead><tr><th>layer</th><th>status</th><th>reason</th>"
-            "<th>wall</th><th>CPU</th><th>peak memory</th></tr></thead><tbody>\n" + "\n".join(rows)
-            + "\n</tbody></table>")
+    columns = {"layer": 22, "status": 9, "reason": 36, "wall": 10, "CPU": 10, "peak memory": 13}
+    return f"<h2>Layers</h2>\n<p>{summary}</p>\n" + _table(columns, rows)
 
 
 def _verdict(value: Any, good: bool | None, text: str) -> str:
@@ -234,7 +242,7 @@ def _outcome(report: Mapping[str, Any]) -> str:
     rows.append(("receipt", f"<code>{_esc(receipt, 500)}</code>" if receipt is not None
                  else "<span class=\"muted\">none</span>"))
     body = "\n".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in rows)
-    return f"<h2>Result</h2>\n<table>\n{body}\n</table>"
+    return f"<h2>Result</h2>\n<table class=\"kv\">\n{body}\n</table>"
 
 
 def _history(history: list[Mapping[str, Any]]) -> str:
@@ -244,9 +252,8 @@ def _history(history: list[Mapping[str, Any]]) -> str:
             f"<td>{_esc(h.get('status'), 40)}</td><td>{'yes' if h.get('known_good') is True else 'no'}</td>"
             f"<td class=\"n\">{_bytes(h.get('image_size_bytes'))}</td></tr>" for h in reversed(history[-14:])]
     more = f"<p class=\"muted\">{len(history) - 14} older nights in the plots only.</p>" if len(history) > 14 else ""
-    return ("<h2>Earlier nights</h2>\n<table><thead><tr><th>night</th><th>started</th><th>status</th>"
-            "<th>known good</th><th>image size</th></tr></thead><tbody>\n" + "\n".join(rows)
-            + f"\n</tbody></table>{more}")
+    columns = {"night": 25, "started": 25, "status": 20, "known good": 15, "image size": 15}
+    return "<h2>Earlier nights</h2>\n" + _table(columns, rows) + more
 
 
 def nights(report: Mapping[str, Any]) -> list[plots.Night]:

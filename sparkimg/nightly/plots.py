@@ -131,11 +131,12 @@ def _figure(nights: Sequence[Night], kind: str, names: Sequence[str], salt: str)
 
 
 def _cycle() -> Any:
-    """20 colours, then the same colours dashed, then dotted: many layers stay apart."""
+    """tab20's ten strong colours, its ten light ones, then all of them dashed, then dotted: many
+    layers stay apart, and neighbours in the legend never share a hue."""
     from cycler import cycler
     from matplotlib import colormaps
 
-    colours = [colormaps["tab20"](i) for i in range(20)]
+    colours = [colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)]]
     return cycler(linestyle=["-", "--", ":"]) * cycler(color=colours)
 
 

@@ -22,7 +22,7 @@ from tests.support import REPO
 
 SHOWN = html.escape(HOSTILE.replace("\x07", "\ufffd"))  # control characters are shown as U+FFFD
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "div", "span", "strong", "code",
-           "p", "br", "table", "thead", "tbody", "tr", "th", "td", "figure", "figcaption",
+           "p", "br", "table", "colgroup", "col", "thead", "tbody", "tr", "th", "td", "figure", "figcaption",
            # matplotlib's SVG
            "svg", "defs", "g", "path", "use", "text", "clippath", "rect", "tspan"}
 
