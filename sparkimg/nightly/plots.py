@@ -105,8 +105,9 @@ def _figure(nights: Sequence[Night], kind: str, names: Sequence[str], salt: str)
         FigureCanvasAgg(figure)  # Agg, never a GUI backend, whatever the caller's pyplot uses
         axes = figure.subplots()
         xs = list(range(len(nights)))
+        dot = 4.0 if len(nights) <= 60 else 1.5  # a lone night between gaps stays visible, a year stays a line
         for name, values in columns.items():
-            axes.plot(xs, [v / factor for v in values], marker="o", markersize=4, linewidth=1.4,
+            axes.plot(xs, [v / factor for v in values], marker="o", markersize=dot, linewidth=1.4,
                       label=short_label(name))
         axes.axvspan(len(nights) - 1.4, len(nights) - 0.6, color="#fff3bf", zorder=0, linewidth=0)
         axes.set_xlim(-0.6, len(nights) - 0.4)
