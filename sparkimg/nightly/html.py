@@ -25,6 +25,7 @@ from . import plots
 
 SCHEMA = "sparkimg-nightly-report/v1"
 TEXT_MAX = 1000  # characters of one string shown; report.json beside the page has all of it
+_UNKNOWN = "<span class=\"muted\">–</span>"
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # and lone surrogates
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 _STYLE = """
@@ -111,7 +112,8 @@ def _when(value: Any) -> str:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return _esc(text, 60)
-    if moment.utcoffset() is not None and moment.utcoffset().total_seconds() == 0:  # type: ignore[union-attr]
+    offset = moment.utcoffset()
+    if offset is not None and not offset:
         return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
     return _esc(moment.isoformat(sep=" "))
 
@@ -119,16 +121,20 @@ def _when(value: Any) -> str:
 def _seconds(value: Any) -> str:
     seconds = plots.number(value)
     if seconds is None:
-        return "<span class=\"muted\">–</span>"
+        return _UNKNOWN
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+def _yes_no(value: Any) -> str:
+    return "yes" if value is True else "no" if value is False else _UNKNOWN
+
+
 def _bytes(value: Any) -> str:
     size = plots.number(value)
-    return "<span class=\"muted\">–</span>" if size is None else format_size(size)
+    return _UNKNOWN if size is None else format_size(size)
 
 
 def _short(kind: str, value: Any) -> str:
@@ -204,11 +210,11 @@ def _layers(layers: list[Mapping[str, Any]]) -> str:
     return f"<h2>Layers</h2>\n<p>{summary}</p>\n" + _table(columns, rows)
 
 
-def _verdict(value: Any, good: bool | None, text: str) -> str:
-    if value is None:
-        return "<span class=\"muted\">not run</span>"
-    css = "ok" if good else "bad"
-    return f"<span class=\"{css}\">{text}</span>"
+_NOT_RUN = "<span class=\"muted\">not run</span>"
+
+
+def _verdict(good: bool, text: str) -> str:
+    return f"<span class=\"{'ok' if good else 'bad'}\">{text}</span>"
 
 
 def _outcome(report: Mapping[str, Any]) -> str:
@@ -219,18 +225,18 @@ def _outcome(report: Mapping[str, Any]) -> str:
         differences = plots.number(check.get("differences"))
         count = "an unknown number of" if differences is None else f"{differences:g}"
         said = "identical, bit for bit" if identical else f"differs: {count} differences"
-        rows.append(("reproducibility check", _verdict(check, identical, said)))
+        rows.append(("reproducibility check", _verdict(identical, said)))
     else:
-        rows.append(("reproducibility check", _verdict(None, None, "")))
+        rows.append(("reproducibility check", _NOT_RUN))
     if isinstance(verify, Mapping):
         ok = verify.get("ok") is True
-        rows.append(("receipt verification", _verdict(verify, ok, "ok" if ok else "failed")
-                     + (f" {_esc(verify.get('message'))}" if verify.get("message") is not None else "")))
+        message = f" {_esc(verify.get('message'))}" if verify.get("message") is not None else ""
+        rows.append(("receipt verification", _verdict(ok, "ok" if ok else "failed") + message))
     else:
-        rows.append(("receipt verification", _verdict(None, None, "")))
+        rows.append(("receipt verification", _NOT_RUN))
     if isinstance(image, Mapping):
-        tags = [_esc(t, 300) for t in image.get("tags") or [] if t is not None] \
-            if isinstance(image.get("tags"), list) else []
+        listed = image.get("tags")
+        tags = [_esc(t, 300) for t in listed if t is not None] if isinstance(listed, list) else []
         rows += [("image", f"<code>{_esc(image.get('reference'), 300)}</code>"),
                  ("manifest", _short("image", image.get("manifest"))),
                  ("config", _short("image", image.get("config"))),
@@ -249,7 +255,7 @@ def _history(history: list[Mapping[str, Any]]) -> str:
     if not history:
         return "<h2>Earlier nights</h2>\n<p class=\"muted\">This is the first night on record.</p>"
     rows = [f"<tr><td><code>{_esc(h.get('entry'), 120)}</code></td><td>{_when(h.get('started'))}</td>"
-            f"<td>{_esc(h.get('status'), 40)}</td><td>{'yes' if h.get('known_good') is True else 'no'}</td>"
+            f"<td>{_esc(h.get('status'), 40)}</td><td>{_yes_no(h.get('known_good'))}</td>"
             f"<td class=\"n\">{_bytes(h.get('image_size_bytes'))}</td></tr>" for h in reversed(history[-14:])]
     more = f"<p class=\"muted\">{len(history) - 14} older nights in the plots only.</p>" if len(history) > 14 else ""
     columns = {"night": 25, "started": 25, "status": 20, "known good": 15, "image size": 15}

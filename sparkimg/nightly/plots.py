@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,8 +127,10 @@ def _figure(nights: Sequence[Night], kind: str, names: Sequence[str], salt: str)
             axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
                         ncol=1 + (len(columns) - 1) // 18, fontsize=8)
         out = io.StringIO()
-        figure.savefig(out, format="svg", bbox_inches="tight",
-                       metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        with warnings.catch_warnings():  # a name in a script the font lacks is still text; the browser draws it
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from", category=UserWarning)
+            figure.savefig(out, format="svg", bbox_inches="tight",
+                           metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return _inline(out.getvalue())
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparkimg.errors import UsageError
 from sparkimg.nightly import html as page
@@ -83,6 +85,17 @@ def test_every_untrusted_string_is_text_never_markup() -> None:
     assert not [name for name, _ in elements.attributes if name.startswith("on")]
     assert elements.styles and not [style for style in elements.styles if "pwned" in style or "<" in style]
     assert elements.tags.count("title") == 1
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from("<>&\"'/=$\\ scriptonerrorstyle\x00\x07\ud800é中"), max_size=40))
+def test_any_string_in_any_field_stays_text(hostile: str) -> None:
+    """Strings made of markup's own characters, in the subject, a layer name (plots too) and the error."""
+    night = report(status="failed", failed_stage="build", error=hostile,
+                   layers=[{"name": hostile or "x", "status": "rebuilt", "reason": hostile, "wall_s": 1.0}])
+    night["moved"][0]["to_detail"]["subject"] = hostile
+    elements = parsed(page.render(night))
+    assert set(elements.tags) <= ALLOWED and not [n for n, _ in elements.attributes if n.startswith("on")]
 
 
 def test_mathtext_and_very_long_names_are_plain_text_cut_in_the_legend() -> None:
@@ -157,6 +170,7 @@ def test_first_night_unchanged_and_all_numbers_null() -> None:
 
 def test_gaps_and_wrong_types_are_unknown_not_errors() -> None:
     history = [{"entry": "a", "started": "2026-12-01T02:00:00Z", "status": "built", "image_size_bytes": "big",
+                "known_good": ["not", "a", "bool"],
                 "layers": {"k": {"wall_s": float("nan"), "peak_memory_bytes": True}, "j": "no"}},
                "not a night", {"entry": "b", "started": None, "layers": None}]
     weird = report(history=history, moved="nothing", layers=[{"name": "k", "wall_s": "1", "cpu_s": -1.0}],
