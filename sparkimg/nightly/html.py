@@ -223,8 +223,9 @@ def _outcome(report: Mapping[str, Any]) -> str:
     if isinstance(check, Mapping):
         identical = check.get("identical") is True
         differences = plots.number(check.get("differences"))
-        count = "an unknown number of" if differences is None else f"{differences:g}"
-        said = "identical, bit for bit" if identical else f"differs: {count} differences"
+        count = "an unknown number of differences" if differences is None else \
+            f"{differences:g} difference{'' if differences == 1 else 's'}"
+        said = "identical, bit for bit" if identical else f"differs: {count}"
         rows.append(("reproducibility check", _verdict(identical, said)))
     else:
         rows.append(("reproducibility check", _NOT_RUN))
@@ -262,7 +263,7 @@ def _history(history: list[Mapping[str, Any]]) -> str:
     return "<h2>Earlier nights</h2>\n" + _table(columns, rows) + more
 
 
-def nights(report: Mapping[str, Any]) -> list[plots.Night]:
+def _nights(report: Mapping[str, Any]) -> list[plots.Night]:
     """History, oldest first, then this night, as the plots read them."""
     def label(item: Mapping[str, Any]) -> str:
         started = _clean(item.get("started"))
@@ -285,6 +286,6 @@ def nights(report: Mapping[str, Any]) -> list[plots.Night]:
 
 def _plots(report: Mapping[str, Any]) -> str:
     figures = [f"<figure><figcaption>{_esc(title)}</figcaption>\n{svg}\n</figure>"
-               for title, svg in plots.svg(nights(report))]
+               for title, svg in plots.svg(_nights(report))]
     return ("<h2>Over the nights</h2>\n<p class=\"muted\">Oldest night on the left, this night shaded; a gap is a "
             "night with no number (a reused layer or an unchanged night).</p>\n" + "\n".join(figures))
