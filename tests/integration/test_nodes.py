@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.
 @dataclass(frozen=True)
 class Cluster:
     folder: Path
+    spec: Path
     store: Path
     repository: str  # REGISTRY/REPO
     built: dict[str, Any]
@@ -72,7 +74,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, engine: Any, demo_base: st
                  str(folder / "v1.receipt.json"), "--json")
     try:
         with nodes(3, folder / "daemons") as started:
-            yield Cluster(folder, store, repository, built, pushed, started)
+            yield Cluster(folder, demo, store, repository, built, pushed, started)
     finally:
         engine.remove_image(built["image"]["reference"])
 
@@ -190,3 +192,49 @@ def _assert_kept(cluster: Cluster, refused_config: str) -> None:
     for node in cluster.nodes:
         assert node.image_id(cluster.tag) == cluster.built["oci"]["config"], node.name
         assert node.image_id(refused_config) is None, f"{node.name} pulled the refused image"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_head_registry_asks_for_a_login_and_push_and_pull_send_docker_credentials(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/registry-head with its config (htpasswd on), on a free loopback port: push without
+    credentials is refused; with the Docker config's credentials, push and a node's pull work."""
+    import subprocess
+
+    from tests.support import REPO
+
+    address = f"127.0.0.1:{_free_port()}"
+    env = {**os.environ, "SPARKIMG_REGISTRY_ADDR": address, "SPARKIMG_REGISTRY_DIR": str(tmp_path / "head")}
+    script = str(REPO / "scripts" / "registry-head")
+    subprocess.run([script, "user", "rank"], input="s3cret\n", text=True, env=env, check=True, capture_output=True)
+    started = subprocess.run([script, "start"], text=True, env=env, capture_output=True, check=False)
+    assert started.returncode == 0, started.stderr
+    try:
+        config = tmp_path / "docker"
+        config.mkdir()
+        (config / "config.json").write_text("{}")
+        monkeypatch.setenv("DOCKER_CONFIG", str(config))
+        target = f"{address}/sparkimg-test/head-{uuid.uuid4().hex[:8]}"
+        receipt = str(cluster.folder / "v1.receipt.json")
+        code, _, err = sparkimg(cluster.store, "push", str(cluster.spec), "--to", target, "--receipt", receipt)
+        assert code == 1 and "login" in err and "Traceback" not in err, err
+        auth = base64.b64encode(b"rank:s3cret").decode()
+        (config / "config.json").write_text(json.dumps({"auths": {address: {"auth": auth}}}))
+        code, pushed, err = sparkimg(cluster.store, "push", str(cluster.spec), "--to", target, "--tag", "latest",
+                                     "--receipt", receipt, "--json")
+        assert code == 0 and pushed["manifest"] == cluster.built["oci"]["manifest"], err
+        node = cluster.nodes[0]
+        code, pulled, err = node.sparkimg(cluster.store, "pull", f"{target}:latest", "--key", cluster.trusted,
+                                          "--json")
+        assert code == 0 and pulled["config"] == cluster.built["oci"]["config"], err
+        assert node.image_id(f"{target}:latest") == cluster.built["oci"]["config"]
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True, check=False)
