@@ -81,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
                    help="keep the receipt that verified here (for verify-node and run-args)")
     p = command("save", "write the built image and its receipt to one file (an OCI image layout with "
                 "docker's manifest.json): `docker load`, `podman load` and `sparkimg load` take it", spec=False)
-    p.add_argument("source", type=Path, metavar="SPEC|RECEIPT", help="the layer spec, or the receipt of a build (a .json file)")
+    p.add_argument("source", type=Path, metavar="SPEC|RECEIPT",
+                   help="the layer spec, or the receipt of a build (a .json file)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the archive to write")
     p.add_argument("--without-base", action="store_true",
                    help="leave the base's layers out (the loading engine must have the base already)")
