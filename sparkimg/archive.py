@@ -67,6 +67,8 @@ class Saved:
 def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
          name: str, target: Path, *, without_base: bool = False, report: Reporter = silent) -> Saved:
     """Write ``record`` (with its base's layers unless ``without_base``) and ``receipt`` to ``target``."""
+    if not name or "@" in name:
+        raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
     from ._registry import ImageRef, RegistryClient
     from .build.layer import Entry, write_tar
     from .push import client_stream
@@ -103,6 +105,8 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     os.close(fd)
     try:
         write_tar(entries, epoch, Path(temp))
+        with open(temp, "rb") as written:
+            os.fsync(written.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, target)
     except BaseException:
@@ -110,7 +114,7 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
         raise
     digest = _sha256(target)
     left_out = tuple(base_layers) if without_base else ()
-    report(Event(Phase.PUSH, f"saved {name} ({record.manifest_digest[:19]}) to {target}: {len(layers)} layer(s)"
+    report(Event(Phase.SAVE, f"saved {name} ({record.manifest_digest[:19]}) to {target}: {len(layers)} layer(s)"
                  + (f", {len(left_out)} base layer(s) left out" if left_out else ""), kind=Kind.DONE,
                  figures={"bytes": target.stat().st_size}))
     return Saved(target, name, record.manifest_digest, record.config_digest, sha256_prefixed(artifact),
@@ -199,7 +203,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
         from .store import write_atomic
 
         write_atomic(receipt_out, envelope)
-    report(Event(Phase.PULL, f"loaded {name}: {entry.manifest.digest}, config {config_digest}, "
+    report(Event(Phase.LOAD, f"loaded {name}: {entry.manifest.digest}, config {config_digest}, "
                  f"{len(needed)} of {len(layers)} layer(s) sent", kind=Kind.DONE))
     checks = ("signature", "statement", *(("recipe",) if recipe else ()), "subject", "image id", "diff_ids")
     return Loaded(name, entry.manifest.digest, config_digest, diff_ids, entry.receipt, len(needed), checks)
@@ -226,7 +230,7 @@ def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, 
         raise LoadRefused(f"{path}: the receipt names manifest {found.get('image.manifest_digest')} and config "
                           f"{found.get('image.id')}; the archive holds {manifest_digest}, {config_digest}",
                           hint="nothing was loaded: the archive is not the image its receipt speaks of")
-    report(Event(Phase.PULL, "receipt in the archive: signature, statement" + (", recipe" if recipe else "")
+    report(Event(Phase.LOAD, "receipt in the archive: signature, statement" + (", recipe" if recipe else "")
                  + " and subject verified"))
 
 
