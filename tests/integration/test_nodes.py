@@ -158,6 +158,28 @@ def test_a_receipt_that_does_not_verify_is_refused_on_every_node(cluster: Cluste
         assert code == 1 and "no attached receipt verifies" in err and "signature" in err, err
     _assert_kept(cluster, config)
 
+    # The genuine image under the tag again, but its fallback index re-pointed at an edited receipt only.
+    genuine = _served(cluster.repository, cluster.pushed["manifest"])
+    _put_manifest(cluster.repository, "latest", genuine, subject.media_type)
+    fallback = oci.fallback_tag(cluster.pushed["manifest"])
+    name = cluster.repository.removeprefix(f"{REGISTRY}/")
+    kept = requests.get(f"http://{REGISTRY}/v2/{name}/manifests/{fallback}", timeout=10,
+                        headers={"Accept": oci.OCI_INDEX}).content
+    edited = base64.b64decode(envelope["payload"]).decode().replace('"sparkimg"', '"sparkimG"', 1)
+    forged = json.dumps({**envelope, "payload": base64.b64encode(edited.encode()).decode()}).encode()
+    for blob in (oci.EMPTY, forged):
+        _put_blob(cluster.repository, blob)
+    artifact = oci.receipt_artifact(oci.Descriptor(subject.media_type, cluster.pushed["manifest"], len(genuine)),
+                                    forged)
+    _put_manifest(cluster.repository, sha256_prefixed(artifact), artifact, oci.OCI_MANIFEST)
+    _put_manifest(cluster.repository, fallback, oci.referrers_index(None, artifact), oci.OCI_INDEX)
+    try:
+        for code, _, err in _pull_everywhere(cluster):
+            assert code == 1 and "no attached receipt verifies" in err and "signature" in err, err
+        _assert_kept(cluster, config)
+    finally:
+        _put_manifest(cluster.repository, fallback, kept, oci.OCI_INDEX)
+
 
 def test_another_manifest_under_the_tag_is_refused_on_every_node(cluster: Cluster) -> None:
     _require_pulled(cluster)
