@@ -146,7 +146,7 @@ def test_a_receipt_that_does_not_verify_is_refused_on_every_node(cluster: Cluste
     subject = oci.Descriptor(json.loads(body)["mediaType"], manifest, len(body))
     to = ImageRef.parse(cluster.repository)
     # The genuine receipt with its statement changed to name the attacker's image: the signature
-    # no longer matches; and a receipt properly signed, by a key the nodes do not trust.
+    # no longer matches (a receipt signed by another key: tests/integration/test_pull.py).
     envelope = json.loads((cluster.folder / "v1.receipt.json").read_bytes())
     statement = base64.b64decode(envelope["payload"]).decode()
     for old, new in ((cluster.built["oci"]["manifest"], manifest), (cluster.built["oci"]["config"], config)):
