@@ -65,7 +65,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, engine: Any, demo_base: st
         return out
 
     run("keygen", "--out", str(folder / "trusted"))
-    run("keygen", "--out", str(folder / "attacker"))
     run("lock", str(demo))
     built = run("build", str(demo), "--json", "--quiet", "--key", str(folder / "trusted.key"), "--receipt",
                 str(folder / "v1.receipt.json"))
