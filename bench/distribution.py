@@ -123,7 +123,11 @@ def one_run(root: Path, node: Any) -> dict[str, float]:
     figures["image_bytes"] = float(sum(blobs(ours, first["manifest"]).values()))
     for result in (built, rebuilt):
         subprocess.run(["docker", "rmi", "-f", result["image"]["reference"]], capture_output=True, check=False)
-    subprocess.run(["docker", "rmi", "-f", f"{theirs}:latest"], capture_output=True, check=False)
+    # docker's first copy stays under its repository (untagged, by repo digest) after the tag moved:
+    # remove every image of this run's own repository, by ID.
+    listed = subprocess.run(["docker", "images", "-q", "--filter", f"reference={theirs}"],
+                            capture_output=True, text=True, check=False).stdout.split()
+    subprocess.run(["docker", "rmi", "-f", *dict.fromkeys(listed)], capture_output=True, check=False)
     return figures
 
 
