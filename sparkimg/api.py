@@ -20,6 +20,7 @@ from .errors import BuildError, EngineError, UsageError
 from .events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
+    from .archive import Loaded, Saved
     from .build.bounds import Budget, Overrides
     from .build.check import CheckReport
     from .build.image import BuildResult
@@ -373,6 +374,65 @@ def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: 
     trusted = load_public(key)
     return pull_image(reference, trusted, engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
                       report=report)
+
+
+# -- save, load ------------------------------------------------------------------------
+
+
+def save(source: Path, output: Path, *, without_base: bool = False, receipt: Path | None = None,
+         tag: str | None = None, store: Path | None = None, report: Reporter = silent) -> Saved:
+    """Write the image a SPEC built (or a RECEIPT names) and its receipt to ``output``: an OCI image
+    layout with Docker's ``manifest.json``, which ``docker load``, ``podman load`` and
+    ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
+    from .archive import save as save_archive
+    from .build.assemble import image_record
+    from .formats.canonical import loads
+    from .formats.oci import BaseImage
+    from .formats.statement import Statement, facts
+    from .signing import dsse
+    from .spec.model import split_reference
+
+    the_store = _store(store)
+    if source.suffix == ".json":
+        envelope_path = source
+    else:
+        from . import lock as lock_mod
+        from .plan import image_key
+        from .receipts.emit import receipt_path
+
+        spec = load(source, report)
+        envelope_path = receipt or receipt_path(spec, image_key(spec, lock_mod.load_checked(spec, the_store)))
+    if not envelope_path.is_file():
+        raise UsageError(f"{envelope_path}: no receipt there; the archive carries one",
+                         hint="build with --key (or pass --receipt FILE)")
+    statement_facts = facts(Statement.from_json(loads(dsse.read(envelope_path).payload), str(envelope_path)))
+    key = str(statement_facts.get("image.key") or "")
+    record = image_record(the_store, key) if key else None
+    if record is None:
+        raise UsageError(f"{source}: the store has no image for key {key[:16] or '?'}",
+                         hint="save on the machine that built it (same --store), after `sparkimg build`")
+    base_manifest = the_store.blob(record.base_manifest.split(":", 1)[1])
+    base_config = str(statement_facts.get("base.config_digest") or "")
+    if not base_manifest.is_file() or not base_config.startswith("sha256:") \
+            or not the_store.has(base_config.split(":", 1)[1]):
+        raise UsageError(f"{source}: the store lacks the base's manifest or config", hint="run `sparkimg fetch` first")
+    base = BaseImage(base_manifest.read_bytes(), the_store.blob(base_config.split(":", 1)[1]).read_bytes())
+    base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
+    name = tag or str(statement_facts.get("image.reference") or "")
+    return save_archive(record, base, base_repository, the_store, envelope_path.read_bytes(), name, output,
+                        without_base=without_base, report=report)
+
+
+def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,
+                 receipt_out: Path | None = None, store: Path | None = None, report: Reporter = silent) -> Loaded:
+    """Verify the receipt in the archive at ``path`` with the public ``key``, then load it and tag it."""
+    from .archive import load as load_file
+    from .signing.keys import load_public
+
+    trusted = load_public(key)
+    the_store = _store(store)
+    return load_file(path, trusted, engine(the_store), the_store, recipe=recipe, tag=tag, receipt_out=receipt_out,
+                     report=report)
 
 
 # -- keys, patches, receipts -----------------------------------------------------------

@@ -31,6 +31,8 @@ class Phase(StrEnum):
     CHECK = "check"
     PUSH = "push"
     PULL = "pull"
+    SAVE = "save"
+    LOAD = "load"
     PREFLIGHT = "preflight"
 
 

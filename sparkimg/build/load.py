@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import Engine
+from ..engine import Engine, ImageInfo
 from ..errors import BuildError, EngineError
 from ..events import Event, Phase, Reporter
 from ..formats import oci
@@ -73,25 +73,42 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
 def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
           needed: list[int], report: Reporter) -> Loaded:
     layers = [d.digest for d in base.layers] + [layer.descriptor.digest for layer in record.layers]
+    sent = {record.layers[i].descriptor.digest for i in needed}
+    info = send(engine, store, config=store.blob(hex_of(record.config_digest)), config_digest=record.config_digest,
+                layers=layers, blob=lambda digest: store.blob(hex_of(digest)) if digest in sent else None,
+                repo_tags=[tag], report=report, what=tag)
+    if info.id not in (record.config_digest, record.manifest_digest):
+        raise BuildError(f"{tag}: the engine loaded {info.id}, not config "
+                         f"{record.config_digest} / manifest {record.manifest_digest}")
+    return Loaded(info.id, len(needed))
+
+
+def send(engine: Engine, store: Store, *, config: Path, config_digest: str, layers: Sequence[str],
+         blob: Callable[[str], Path | None], repo_tags: Sequence[str], report: Reporter, what: str) -> ImageInfo:
+    """``docker load`` an archive of the config and the layer blobs ``blob`` gives a file for (the
+    others left out: the engine must have their chains); ``repo_tags`` may be empty (the image is
+    then known by its ID alone). Returns the engine's view of the image, by its ID or first tag."""
     work = store.temp_dir("load.")
     try:
         archive = work / "image.tar"
+        count = 0
         with tarfile.open(archive, "w") as out:
-            _add(out, "manifest.json", oci.docker_archive_manifest(record.config_digest, [tag], layers))
-            out.add(store.blob(hex_of(record.config_digest)), oci.blob_path(record.config_digest))
-            for index in needed:
-                digest = record.layers[index].descriptor.digest
-                out.add(store.blob(hex_of(digest)), oci.blob_path(digest))
-        report(Event(Phase.ASSEMBLE, f"load {tag}: {len(needed)} of {len(record.layers)} new layer(s) sent",
-                     "image", figures={"sent": len(needed), "bytes": archive.stat().st_size}))
+            _add(out, "manifest.json", oci.docker_archive_manifest(config_digest, repo_tags, layers))
+            out.add(config, oci.blob_path(config_digest))
+            for digest in dict.fromkeys(layers):
+                found = blob(digest)
+                if found is not None:
+                    out.add(found, oci.blob_path(digest))
+                    count += 1
+        report(Event(Phase.ASSEMBLE, f"load {what}: {count} of {len(layers)} layer(s) sent",
+                     "image", figures={"sent": count, "bytes": archive.stat().st_size}))
         engine.load(archive)
     finally:
         _remove(work)
-    info = engine.inspect(tag)
-    if info is None or info.id not in (record.config_digest, record.manifest_digest):
-        raise BuildError(f"{tag}: the engine loaded {info.id if info else 'nothing'}, not config "
-                         f"{record.config_digest} / manifest {record.manifest_digest}")
-    return Loaded(info.id, len(needed))
+    info = engine.inspect(repo_tags[0] if repo_tags else config_digest)
+    if info is None:
+        raise EngineError(f"{what}: the engine has no image after the load")
+    return info
 
 
 def _add(out: tarfile.TarFile, name: str, data: bytes) -> None:

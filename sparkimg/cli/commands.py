@@ -303,10 +303,32 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_save(args: argparse.Namespace) -> int:
+    saved = api.save(args.source, args.output, without_base=args.without_base, receipt=args.receipt, tag=args.tag,
+                     store=args.store, report=_reporter(args))
+    if not _emit(args, saved.to_json()):
+        left = f", {len(saved.left_out)} base layer(s) left out" if saved.left_out else ""
+        render.line(f"saved {saved.name} ({saved.manifest_digest}) to {saved.path}: {len(saved.layers)} layer(s)"
+                    f"{left}, {format_size(saved.size)}")
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    loaded = api.load_archive(args.archive, args.key, recipe=args.recipe, tag=args.tag, receipt_out=args.receipt_out,
+                              store=args.store, report=_reporter(args))
+    if not _emit(args, loaded.to_json()):
+        render.line(f"loaded {loaded.reference}: manifest {loaded.manifest_digest}, config {loaded.config_digest}, "
+                    f"{loaded.sent} of {len(loaded.diff_ids)} layer(s) sent; receipt verified "
+                    f"({', '.join(loaded.checks)})")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pull": cmd_pull,
     "verify-node": cmd_verify_node,
     "push": cmd_push,
+    "save": cmd_save,
+    "load": cmd_load,
     "check": cmd_check,
     "lock": cmd_lock,
     "fetch": cmd_fetch,

@@ -20,6 +20,8 @@ EXAMPLES = {
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
     "push": "sparkimg push layers/demo.yaml --to 127.0.0.1:5000/sparkimg/demo --tag latest",
     "pull": "sparkimg pull 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub --recipe layers/demo.recipe.yaml",
+    "save": "sparkimg save layers/demo.yaml -o demo.oci.tar      # or: --without-base (the node has the base)",
+    "load": "sparkimg load demo.oci.tar --key demo.pub --recipe layers/demo.recipe.yaml",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
@@ -78,6 +80,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("reference", metavar="REF", help="REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...")
     p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key")
     p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
+    p.add_argument("--receipt-out", type=Path, metavar="FILE",
+                   help="keep the receipt that verified here (for verify-node and run-args)")
+    p = command("save", "write the built image and its receipt to one file (an OCI image layout with "
+                "docker's manifest.json): `docker load`, `podman load` and `sparkimg load` take it", spec=False)
+    p.add_argument("source", type=Path, metavar="SPEC|RECEIPT",
+                   help="the layer spec, or the receipt of a build (a .json file)")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the archive to write")
+    p.add_argument("--without-base", action="store_true",
+                   help="leave the base's layers out (the loading engine must have the base already)")
+    p.add_argument("--receipt", type=Path, help="the receipt to put in it (default: the one `build` wrote)")
+    p.add_argument("--tag", metavar="REPO:TAG", help="the name it loads as (default: the receipt's image reference)")
+    p = command("load", "verify the receipt in an archive `sparkimg save` wrote (key, recipe, subject), then "
+                "load the image into this engine and tag it; a receipt that does not verify loads nothing",
+                spec=False)
+    p.add_argument("archive", type=Path, metavar="FILE")
+    p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key")
+    p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
+    p.add_argument("--tag", metavar="REPO:TAG", help="tag it so (default: the name in the archive)")
     p.add_argument("--receipt-out", type=Path, metavar="FILE",
                    help="keep the receipt that verified here (for verify-node and run-args)")
     p = command("build", "build the image: fetch, bounded compiles, assembly")

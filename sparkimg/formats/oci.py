@@ -313,3 +313,71 @@ def receipt_referrers(index: bytes) -> list[str]:
         return []
     return [str(m["digest"]) for m in found if isinstance(m, dict) and m.get("artifactType") == RECEIPT_ARTIFACT
             and isinstance(m.get("digest"), str) and _DIGEST.match(m["digest"])]
+
+
+# -- an image archive: an OCI image layout with docker's manifest.json beside it ----------
+
+OCI_LAYOUT = encode({"imageLayoutVersion": "1.0.0"})
+REF_NAME = "org.opencontainers.image.ref.name"
+CONTAINERD_NAME = "io.containerd.image.name"
+RECEIPT_ANNOTATION = "dev.sparkimg.receipt"  # on the image's index entry: the receipt artifact's digest
+
+
+def layout_index(image: Descriptor, name: str, receipt: str) -> bytes:
+    """``index.json`` of an archive holding one image (so ``podman load`` and skopeo need no
+    choice) named ``name`` (REPO:TAG), whose receipt artifact (its ``subject`` is the image
+    manifest) sits in the layout's blobs under the digest ``receipt``."""
+    tag = name.rpartition(":")[2] if ":" in name.rsplit("/", 1)[-1] else "latest"
+    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [{
+        **image.to_json(),
+        "annotations": {CONTAINERD_NAME: name, REF_NAME: tag, RECEIPT_ANNOTATION: receipt},
+    }]})
+
+
+@dataclass(frozen=True)
+class LayoutEntry:
+    """The one image an archive's ``index.json`` lists: its manifest, name and receipt artifact."""
+
+    manifest: Descriptor
+    name: str
+    receipt: str
+
+    @classmethod
+    def parse(cls, index: bytes) -> LayoutEntry:
+        found = _object(index, "index.json").get("manifests")
+        if not isinstance(found, list) or len(found) != 1 or not isinstance(found[0], dict):
+            raise FetchError("index.json: an archive sparkimg reads lists exactly one image")
+        manifest = Descriptor.from_json(found[0], "index.json manifests[0]")
+        if manifest.media_type not in FAMILIES:
+            raise FetchError(f"index.json: {manifest.media_type!r} is not an image manifest")
+        notes = found[0].get("annotations")
+        notes = notes if isinstance(notes, dict) else {}
+        name, receipt = notes.get(CONTAINERD_NAME), notes.get(RECEIPT_ANNOTATION)
+        if not isinstance(receipt, str) or not _DIGEST.match(receipt):
+            raise FetchError(f"index.json: no {RECEIPT_ANNOTATION} annotation: the archive carries no receipt",
+                             hint="write the archive with `sparkimg save`, which puts the receipt in it")
+        return cls(manifest, name if isinstance(name, str) else "", receipt)
+
+
+def receipt_layer(artifact: bytes, subject: str) -> Descriptor:
+    """The DSSE envelope's descriptor in a receipt artifact whose ``subject`` must be ``subject``."""
+    document = _object(artifact, "receipt artifact")
+    layers = document.get("layers")
+    if document.get("artifactType") != RECEIPT_ARTIFACT or not isinstance(layers, list) or len(layers) != 1:
+        raise FetchError("receipt artifact: not a sparkimg receipt artifact")
+    if Descriptor.from_json(document.get("subject"), "receipt artifact subject").digest != subject:
+        raise FetchError(f"receipt artifact: its subject is not the archive's image manifest {subject}")
+    return Descriptor.from_json(layers[0], "receipt artifact layer")
+
+
+def docker_archive_layers(manifest_json: bytes) -> tuple[str, list[str], list[str]]:
+    """A ``docker load`` archive's one entry: (its config path, its repo tags, its layer paths)."""
+    try:
+        found = json.loads(manifest_json)
+    except ValueError as exc:
+        raise FetchError(f"manifest.json: not JSON ({exc})") from None
+    entry = found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None
+    if entry is None or not isinstance(entry.get("Config"), str) or not isinstance(entry.get("Layers"), list):
+        raise FetchError("manifest.json: an archive sparkimg reads holds exactly one image")
+    tags = entry.get("RepoTags") or []
+    return entry["Config"], [str(t) for t in tags], [str(p) for p in entry["Layers"]]

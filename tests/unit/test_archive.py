@@ -1,0 +1,84 @@
+"""The archive format without an engine: the layout's index and receipt artifact read back, and
+what the reader refuses before anything could reach an engine (links, stray names, a blob that
+does not hash to its name, a receipt artifact about another image)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sparkimg.archive import LoadRefused, _unpack
+from sparkimg.errors import FetchError
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import sha256_prefixed
+
+MANIFEST = oci.Descriptor(oci.DOCKER_MANIFEST, "sha256:" + "a" * 64, 10)
+
+
+def test_the_index_names_one_image_and_its_receipt() -> None:
+    index = oci.layout_index(MANIFEST, "127.0.0.1:5000/x/demo:abc", "sha256:" + "b" * 64)
+    entry = oci.LayoutEntry.parse(index)
+    assert (entry.manifest, entry.name, entry.receipt) == (MANIFEST, "127.0.0.1:5000/x/demo:abc", "sha256:" + "b" * 64)
+    assert b'"org.opencontainers.image.ref.name":"abc"' in index
+
+
+def test_an_index_without_a_receipt_or_with_two_images_is_refused() -> None:
+    bare = oci.encode({"schemaVersion": 2, "manifests": [MANIFEST.to_json()]})
+    with pytest.raises(FetchError, match="carries no receipt"):
+        oci.LayoutEntry.parse(bare)
+    two = oci.encode({"schemaVersion": 2, "manifests": [MANIFEST.to_json(), MANIFEST.to_json()]})
+    with pytest.raises(FetchError, match="exactly one image"):
+        oci.LayoutEntry.parse(two)
+
+
+def test_the_receipt_artifact_must_be_about_the_archives_manifest() -> None:
+    artifact = oci.receipt_artifact(MANIFEST, b"envelope")
+    assert oci.receipt_layer(artifact, MANIFEST.digest).digest == sha256_prefixed(b"envelope")
+    with pytest.raises(FetchError, match="subject"):
+        oci.receipt_layer(artifact, "sha256:" + "c" * 64)
+
+
+def _tar(path: Path, members: list[tarfile.TarInfo], data: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as archive:
+        for info in members:
+            content = data.get(info.name)
+            if content is not None:
+                info.size = len(content)
+            archive.addfile(info, io.BytesIO(content) if content is not None else None)
+    return path
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    return tarfile.TarInfo(name)
+
+
+def test_unpacking_checks_every_blob_and_refuses_what_is_not_a_layout(tmp_path: Path) -> None:
+    blob = b"layer"
+    good = {"oci-layout": oci.OCI_LAYOUT, "index.json": b"{}", "manifest.json": b"[]",
+            oci.blob_path(sha256_prefixed(blob)): blob}
+    work = tmp_path / "w1"
+    work.mkdir()
+    found = _unpack(_tar(tmp_path / "good.tar", [_file(n) for n in good], good), work)
+    assert found[sha256_prefixed(blob)].read_bytes() == blob
+
+    bad = {**good, oci.blob_path(sha256_prefixed(blob)): b"other"}
+    work = tmp_path / "w2"
+    work.mkdir()
+    with pytest.raises(LoadRefused, match="does not hash to its name"):
+        _unpack(_tar(tmp_path / "bad.tar", [_file(n) for n in bad], bad), work)
+
+    link = tarfile.TarInfo("index.json")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    work = tmp_path / "w3"
+    work.mkdir()
+    with pytest.raises(LoadRefused, match="unexpected member"):
+        _unpack(_tar(tmp_path / "link.tar", [link], {}), work)
+    work = tmp_path / "w4"
+    work.mkdir()
+    stray = {**good, "../escape": b"x"}
+    with pytest.raises(LoadRefused, match="unexpected member"):
+        _unpack(_tar(tmp_path / "stray.tar", [_file(n) for n in stray], stray), work)
+    assert not (tmp_path / "escape").exists()
