@@ -154,6 +154,9 @@ class BuildOptions:
     record_host: bool = False
     prewarm: Path | None = None
     check: bool = False
+    # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
+    # spec's own lock untouched; no no-op stamp is kept for such a build.
+    lock: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,7 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
         said(event)
         report(event)
     spec = load(spec_path, tell)
-    lock = lock_mod.load(spec)
+    lock = lock_mod.load(spec) if options.lock is None else lock_mod.load_candidate(spec, options.lock)
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
     the_store = _store(store)
@@ -233,7 +236,7 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
     where = stamp.location(store.root, spec.path)
     result = built.result
     if result.built or built.receipt.written or options.prewarm is not None or options.check \
-            or result.image_id is None:
+            or result.image_id is None or options.lock is not None:
         stamp.forget(where)
         return
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
