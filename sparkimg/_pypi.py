@@ -126,6 +126,24 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
     return WheelPin(str(item["filename"]), file_url, sha256.lower())
 
 
+def upload_time(package: str, filename: str) -> str | None:
+    """When ``filename`` was uploaded, from the index's JSON simple API (PEP 691/700
+    ``upload-time``); None when the index does not say (or cannot be asked)."""
+    import requests
+
+    url, auth = _without_credentials(f"{index_url()}{normalise(package)}/")
+    try:
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth)
+        files = response.json()["files"] if response.status_code == 200 else []
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+    for item in files if isinstance(files, list) else []:
+        if isinstance(item, dict) and item.get("filename") == filename:
+            found = item.get("upload-time")
+            return found if isinstance(found, str) else None
+    return None
+
+
 def index_credentials(url: str) -> tuple[str, str] | None:
     """The index's credentials (from its URL in the environment) for a download from its host:
     a lock records file URLs without them."""

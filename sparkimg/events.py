@@ -32,6 +32,7 @@ class Phase(StrEnum):
     PUSH = "push"
     PULL = "pull"
     PREFLIGHT = "preflight"
+    NIGHTLY = "nightly"
 
 
 class Kind(StrEnum):
