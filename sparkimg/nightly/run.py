@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 CANDIDATE_FILE = "candidate.lock.json"  # a failed night's candidate, kept to reproduce the failure
+RECEIPT_FILE = "receipt.json"  # a copy of the night's signed receipt
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class _Progress:
     receipt: str | None = None
     check: dict[str, Any] | None = None
     lock_bytes: bytes | None = None
+    receipt_bytes: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
         files = {"report.json": pretty(drift), "report.html": render_html(drift).encode()}
         if progress.lock_bytes is not None:
             files[LOCK_FILE if status == "built" else CANDIDATE_FILE] = progress.lock_bytes
+        if progress.receipt_bytes is not None:
+            files[RECEIPT_FILE] = progress.receipt_bytes  # kept with the night: a receipt path may be rewritten
         folder = state.write(entry, files)
         if status == "built":
             state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
@@ -186,6 +190,7 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
         raise
     progress.layers = _rows(spec, changed, built)
     progress.receipt = str(built.receipt.path)
+    progress.receipt_bytes = built.receipt.path.read_bytes()
     result = built.result
     if built.check is not None:
         progress.check = {"identical": built.check.identical, "differences": len(built.check.differences)}
@@ -210,7 +215,19 @@ def _stage(name: str, work: Callable[[], Any]) -> Any:
     try:
         return work()
     except SparkimgError as exc:
-        raise _Failed(name, exc.message.splitlines()[0] if exc.message else type(exc).__name__) from exc
+        raise _Failed(name, one_line(exc.message) or type(exc).__name__) from exc
+
+
+def one_line(message: str, limit: int = 500) -> str:
+    """An error message as one line a report shows: its first line, and when that introduces more
+    ("...; last output:"), the last line of what follows (the tool's own last word)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    said = lines[0]
+    if len(lines) > 1 and said.endswith(":"):
+        said = f"{said} {lines[-1]}"
+    return said if len(said) <= limit else said[: limit - 1] + "…"
 
 
 def _resolve(spec: Spec, store: Store, tell: Reporter) -> tuple[Lock | None, Any, list[Change]]:

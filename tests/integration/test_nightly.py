@@ -268,7 +268,7 @@ layers:
     _commit(upstream, "fail", "broken tip")
     code, broken, err = cli(capsys, store, *nightly)
     assert code == 1 and broken["status"] == "failed" and broken["failed_stage"] == "build", err
-    assert "kernel" in broken["error"] or "exit" in broken["error"]
+    assert broken["error"].startswith("layer kernel") and "this tip is broken" in broken["error"]
     assert _statuses(broken) == {"kernel": "failed", "extra": "reused", "image": "skipped"}
     assert lock.read_bytes() == in_service
     assert engine.image_id(f"sparkimg-test/{name}:nightly") == base_night["image"]["config"]
