@@ -226,8 +226,9 @@ layers:
 
     # Night 3: a new commit on the branch: the compile layer and the assembly, not the wheel.
     second_commit = _commit(upstream, "two", "second kernel: faster <b>path</b>")
-    code, git_night, err = cli(capsys, store, *nightly)
+    code, git_night, err = cli(capsys, store, *nightly, "--check")
     assert code == 0, err
+    assert json.loads(Path(git_night["report"]["json"]).read_text())["check"] == {"identical": True, "differences": 0}
     assert git_night["moved"] == [{"input": "kernel", "from": first_commit, "to": second_commit}]
     assert _statuses(git_night) == {"kernel": "rebuilt", "extra": "reused", "image": "rebuilt"}
     report = json.loads(Path(git_night["report"]["json"]).read_text())
@@ -264,10 +265,24 @@ layers:
     images.append(base_night["image"]["reference"])
     in_service = lock.read_bytes()
 
-    # Night 6: a broken tip: the build fails, the lock and the moving tags stay on night 5.
+    # Night 6: a new commit whose push fails (nothing listens there): failed at push, nothing promoted.
+    _commit(upstream, "three", "third kernel")
+    unreachable = [*nightly[:-4], "--push", "127.0.0.1:9/sparkimg-test/nowhere", "--json", "--quiet"]
+    code, unpushed, err = cli(capsys, store, *unreachable)
+    assert code == 1 and unpushed["failed_stage"] == "push" and "127.0.0.1:9" in unpushed["error"], err
+    assert unpushed["rebuilt"] == ["kernel", "image"]  # built, signed, not pushed, not promoted
+    assert lock.read_bytes() == in_service
+    assert engine.image_id(f"sparkimg-test/{name}:nightly") == base_night["image"]["config"]
+    images.append(unpushed["image"]["reference"])
+
+    # Night 7: a broken tip: the build fails, the lock and the moving tags stay on night 5.
     _commit(upstream, "fail", "broken tip")
-    code, broken, err = cli(capsys, store, *nightly)
+    told = tmp_path / "told.txt"
+    code, broken, err = cli(capsys, store, *nightly, "--hook", f"env | grep ^SPARKIMG_NIGHTLY_ | sort > {told}")
     assert code == 1 and broken["status"] == "failed" and broken["failed_stage"] == "build", err
+    hook = dict(line.split("=", 1) for line in told.read_text().splitlines())
+    assert hook["SPARKIMG_NIGHTLY_STATUS"] == "failed" and hook["SPARKIMG_NIGHTLY_FAILED_STAGE"] == "build"
+    assert hook["SPARKIMG_NIGHTLY_EXIT"] == "1" and hook["SPARKIMG_NIGHTLY_REPORT"] == broken["report"]["json"]
     assert broken["error"].startswith("layer kernel") and "this tip is broken" in broken["error"]
     assert _statuses(broken) == {"kernel": "failed", "extra": "reused", "image": "skipped"}
     assert lock.read_bytes() == in_service
@@ -278,8 +293,10 @@ layers:
     # History lists every night; rollback to the known-good night 3 restores its lock and tags.
     code, listed, _ = cli(capsys, store, "history", str(spec), "--state", str(state), "--json")
     assert code == 0 and [e["status"] for e in listed["entries"]] == \
-        ["built", "unchanged", "built", "built", "built", "failed"]
+        ["built", "unchanged", "built", "built", "built", "failed", "failed"]
     assert listed["current"] == base_night["entry"]
+    code, table, err = cli(capsys, store, "history", str(spec), "--state", str(state))
+    assert code == 0 and "push" in table + err and "Traceback" not in err
     code, _, err = cli(capsys, store, "rollback", str(spec), "--to", pypi_night["entry"], "--state", str(state))
     assert code == 2 and "known-good" in err and "Traceback" not in err
     code, rolled, err = cli(capsys, store, "rollback", str(spec), "--to", git_night["entry"], "--state", str(state),
