@@ -96,6 +96,7 @@ class _Progress:
     check: dict[str, Any] | None = None
     lock_bytes: bytes | None = None
     receipt_bytes: bytes | None = None
+    verify: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
             with contextlib.suppress(FileNotFoundError):
                 lock_mod.candidate_path(spec).unlink()
         entry = Entry(entry_id, spec.path.name, rfc3339(started), rfc3339(time.time()), status,  # type: ignore[arg-type]
-                      stage, error, tuple(progress.moved), tuple(progress.layers), progress.check, None,
+                      stage, error, tuple(progress.moved), tuple(progress.layers), progress.check, progress.verify,
                       progress.image, progress.receipt,
                       sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None)
         drift = report_of(entry, state)
@@ -199,6 +200,9 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
                           "see `sparkimg build --check` on the candidate")
     if not built.receipt.signed:
         raise _Failed("sign", f"{built.receipt.path} is not signed")
+    progress.verify = _stage("sign", lambda: _verify(built.receipt.path, options.key, result.image_ref, store))
+    if not progress.verify["ok"]:
+        raise _Failed("sign", f"the signed receipt does not verify: {progress.verify['message']}")
     image = _image_out(result, cand, store)
     progress.image = image
     pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, tell)) \
@@ -300,6 +304,21 @@ def _num(value: Any) -> float | None:
 
 def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _verify(receipt: Path, key: Path | None, image_ref: str, store: Store) -> dict[str, Any]:
+    """The receipt just signed, verified as a node would (``verify-receipt --image``): the
+    signature by the key's public half, the statement, and the image in the engine."""
+    from ..receipts.verify import Request, local_image_of, verify
+    from ..signing.keys import load_private
+
+    chosen = signing_key_path(key)
+    assert chosen is not None, "run() refuses a night without a key"
+    checked = verify(Request(receipt, load_private(chosen).public, image=image_ref), store=store,
+                     local_image=local_image_of)
+    if checked.ok:
+        return {"ok": True, "message": f"signature, statement and {image_ref} verified ({len(checked.checks)} checks)"}
+    return {"ok": False, "message": "; ".join(checked.reasons()[:3]) or f"failed at {checked.failed}"}
 
 
 def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:

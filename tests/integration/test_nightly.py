@@ -220,15 +220,18 @@ layers:
     assert _served(repository.split("/", 1)[1], "nightly") == first["image"]["manifest"]
     assert not (project / "spec.yaml.lock.candidate.json").exists()
 
-    # Night 2: nothing moved.
+    # Night 2: nothing moved (said to a person too).
     code, same, err = cli(capsys, store, *nightly)
     assert code == 0 and same["status"] == "unchanged" and same["moved"] == [] and same["rebuilt"] == [], err
+    code, said, err = cli(capsys, store, *[a for a in nightly if a != "--json"])
+    assert code == 0 and "nothing moved" in said and "Traceback" not in err
 
     # Night 3: a new commit on the branch: the compile layer and the assembly, not the wheel.
     second_commit = _commit(upstream, "two", "second kernel: faster <b>path</b>")
     code, git_night, err = cli(capsys, store, *nightly, "--check")
     assert code == 0, err
     assert json.loads(Path(git_night["report"]["json"]).read_text())["check"] == {"identical": True, "differences": 0}
+    assert json.loads(Path(git_night["report"]["json"]).read_text())["verify"]["ok"]
     assert git_night["moved"] == [{"input": "kernel", "from": first_commit, "to": second_commit}]
     assert _statuses(git_night) == {"kernel": "rebuilt", "extra": "reused", "image": "rebuilt"}
     report = json.loads(Path(git_night["report"]["json"]).read_text())
@@ -237,7 +240,8 @@ layers:
     assert report["moved"][0]["from_detail"]["subject"] == "first kernel"
     assert next(r for r in report["layers"] if r["name"] == "kernel")["reason"] == "source kernel moved"
     assert next(r for r in report["layers"] if r["name"] == "kernel")["wall_s"] > 0
-    assert [h["entry"] for h in report["history"]] == [first["entry"], same["entry"]]
+    assert [h["entry"] for h in report["history"]][:2] == [first["entry"], same["entry"]]
+    assert len(report["history"]) == 3
     assert "<b>path</b>" not in Path(git_night["report"]["html"]).read_text()  # escaped
     images.append(git_night["image"]["reference"])
     good_lock = lock.read_bytes()
@@ -293,7 +297,7 @@ layers:
     # History lists every night; rollback to the known-good night 3 restores its lock and tags.
     code, listed, _ = cli(capsys, store, "history", str(spec), "--state", str(state), "--json")
     assert code == 0 and [e["status"] for e in listed["entries"]] == \
-        ["built", "unchanged", "built", "built", "built", "failed", "failed"]
+        ["built", "unchanged", "unchanged", "built", "built", "built", "failed", "failed"]
     assert listed["current"] == base_night["entry"]
     code, table, err = cli(capsys, store, "history", str(spec), "--state", str(state))
     assert code == 0 and "push" in table + err and "Traceback" not in err
