@@ -234,3 +234,41 @@ def test_one_line_keeps_the_tools_last_word() -> None:
         "layer kernel: command exited with 1; last output: this tip is broken"
     assert one_line("no such image\n  fix: pull it") == "no such image"
     assert len(one_line("x" * 2000)) == 500
+
+
+# -- version: latest in the lock -------------------------------------------------------------------
+
+
+def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from sparkimg import _pypi
+    from sparkimg import lock as lock_mod
+    from sparkimg.errors import ResolveError
+    from sparkimg.spec import PypiSource
+    from sparkimg.store import Store
+
+    asked: list[str | None] = []
+
+    def newest(package: str, version: str | None, platform: str) -> _pypi.WheelPin:
+        asked.append(version)
+        return _pypi.WheelPin("six-1.17.0-py2.py3-none-any.whl", "https://x/six-1.17.0-py2.py3-none-any.whl",
+                              "4" * 64, "1.17.0")
+
+    monkeypatch.setattr(_pypi, "resolve", newest)
+    source = PypiSource("six", "six", "latest", None, None)
+    entry = lock_mod._source_spec(source)
+    pin = lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
+    assert asked == [None] and entry["version"] == "latest"
+    assert pin.kind == "pypi" and pin.version == "1.17.0" and pin.filename.startswith("six-1.17.0-")
+    assert lock_mod._source_pins("six", source, pin) == []
+    # A hand-edited lock cannot swap in another version's file under the version it resolved.
+    swapped = replace(pin, filename="six-1.16.0-py2.py3-none-any.whl")
+    assert any("not six 1.17.0" in p for p in lock_mod._source_pins("six", source, swapped))
+
+    def mislabelled(package: str, version: str | None, platform: str) -> _pypi.WheelPin:
+        return _pypi.WheelPin("six-1.16.0-py2.py3-none-any.whl", "https://x/w.whl", "4" * 64, "1.17.0")
+
+    monkeypatch.setattr(_pypi, "resolve", mislabelled)
+    with pytest.raises(ResolveError, match="not a wheel of version '1.17.0'"):
+        lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
