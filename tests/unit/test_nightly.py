@@ -270,5 +270,5 @@ def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: 
         return _pypi.WheelPin("six-1.16.0-py2.py3-none-any.whl", "https://x/w.whl", "4" * 64, "1.17.0")
 
     monkeypatch.setattr(_pypi, "resolve", mislabelled)
-    with pytest.raises(ResolveError, match="not a wheel of version '1.17.0'"):
+    with pytest.raises(ResolveError, match=r"not a wheel of version '1\.17\.0'"):
         lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
