@@ -169,8 +169,7 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     current, candidate, changes = _stage("resolve", lambda: _resolve(spec, store, tell))
     progress.moved = [details(change, spec, store) for change in changes]
     raw = pretty(candidate.to_json())
-    in_service = state.current()
-    served = state.get(in_service).lock_digest if in_service else None
+    served = _served(state)
     if current is not None and sha256_prefixed(raw) == current.digest == served:
         tell(Event(Phase.RESOLVE, f"nothing moved ({', '.join(moving_inputs(spec)) or 'no moving inputs'}); "
                    f"{spec.image}:nightly stays", kind=Kind.DONE))
@@ -179,10 +178,7 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     for move in progress.moved:
         tell(Event(Phase.RESOLVE, f"{move.input} moved: {move.before} -> {move.after}"))
     path = lock_mod.candidate_path(spec)
-    from ..store import write_atomic
-
-    write_atomic(path, raw)
-    cand = _stage("plan", lambda: _checked(spec, path, store))
+    cand = _stage("plan", lambda: _candidate(spec, path, raw, store))
     changed = layer_changes(spec, _comparable(spec, current), cand)
     try:
         built = _stage("build", lambda: pipeline.build(path, options, tell))
@@ -215,11 +211,23 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
 
 
 def _stage(name: str, work: Callable[[], Any]) -> Any:
-    """Run one stage; a SparkimgError becomes the night's failure at ``name``."""
+    """Run one stage; a SparkimgError (or a file that cannot be read or written) becomes the
+    night's failure at ``name``."""
     try:
         return work()
     except SparkimgError as exc:
         raise _Failed(name, one_line(exc.message) or type(exc).__name__) from exc
+    except OSError as exc:
+        raise _Failed(name, f"{exc.filename or 'a file'}: {exc.strerror or exc}") from exc
+
+
+def _served(state: State) -> str | None:
+    """The lock digest of the night in service; None when none is (or its entry was removed)."""
+    in_service = state.current()
+    try:
+        return state.get(in_service).lock_digest if in_service else None
+    except UsageError:
+        return None
 
 
 def one_line(message: str, limit: int = 500) -> str:
@@ -240,7 +248,11 @@ def _resolve(spec: Spec, store: Store, tell: Reporter) -> tuple[Lock | None, Any
     return current, candidate, moved(current.model if current else None, candidate)
 
 
-def _checked(spec: Spec, path: Path, store: Store) -> Lock:
+def _candidate(spec: Spec, path: Path, raw: bytes, store: Store) -> Lock:
+    """The candidate written beside the spec's lock, read back and checked against the spec."""
+    from ..store import write_atomic
+
+    write_atomic(path, raw)
     cand = lock_mod.load_candidate(spec, path)
     lock_mod.check(spec, cand, store)
     return cand
