@@ -172,6 +172,7 @@ def test_nightly_detects_each_move_rebuilds_only_what_it_touches_and_rolls_back(
     base = f"{registry}/sparkimg-test/nightly-base-{unique}:t"
     repository = f"{registry}/sparkimg-test/nightly-{unique}"
     _push_base(engine, demo_base, base, 1, tmp_path)
+    bases = [engine.image_id(base)]
     upstream = tmp_path / "upstream"
     upstream.mkdir()
     _git(upstream, "init", "-q", "-b", "main")
@@ -261,6 +262,7 @@ layers:
     # assembly; the wheel layer's key is the wheel's own sha256 (it is installed at assembly).
     old_base = json.loads(lock.read_text())["base"]["manifest_digest"]
     new_base = _push_base(engine, demo_base, base, 2, tmp_path)
+    bases.append(engine.image_id(base))
     code, base_night, err = cli(capsys, store, *nightly)
     assert code == 0, err
     assert base_night["moved"] == [{"input": "base", "from": old_base, "to": new_base}]
@@ -312,5 +314,5 @@ layers:
     code, built, err = cli(capsys, store, "build", str(spec), "--json", "--quiet")
     assert code == 0 and built["image"]["reference"] == git_night["image"]["reference"], err  # nothing rebuilt
 
-    for reference in [*images, f"sparkimg-test/{name}:nightly", base]:
+    for reference in [*images, f"sparkimg-test/{name}:nightly", *(b for b in bases if b)]:
         engine.remove_image(reference)
