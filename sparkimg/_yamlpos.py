@@ -8,14 +8,12 @@ composed once, and its positions and values come from that one node tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import yaml
 
-Path = tuple[str | int, ...]
+from ._located import MAX_BYTES, Located, Path, dotted
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "Located", "Path", "Refused", "dotted", "load"]
 MAX_DEPTH = 64
-MAX_BYTES = 4 << 20
 
 
 class Refused(yaml.MarkedYAMLError):
@@ -42,21 +40,6 @@ class _BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
 
 
-@dataclass
-class Located:
-    """A loaded document plus the 1-based line of every key path in it."""
-
-    data: Any
-    lines: dict[Path, int] = field(default_factory=dict)
-    duplicates: list[tuple[Path, int]] = field(default_factory=list)
-
-    def line(self, path: Path) -> int:
-        """The line of ``path``, or of its nearest ancestor that has one."""
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.lines.get((), 1)
 
 
 def load(text: str) -> Located:
@@ -97,13 +80,3 @@ def _walk(node: yaml.Node, path: Path, out: Located) -> None:
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), out)
 
-
-def dotted(path: Path) -> str:
-    """Render a key path the way users read it: ``layers[0].env.FOO``."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
-    return text or "(top level)"

@@ -56,11 +56,12 @@ def _store(root: Path | None) -> Store:
     return Store(root)
 
 
-def load(spec_path: Path, report: Reporter = silent) -> Spec:
-    """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported."""
+def load(spec_path: Path, report: Reporter = silent, store: Store | None = None) -> Spec:
+    """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported.
+    With a store, the YAML parse is remembered there by the file's sha256 (``_located``)."""
     from .spec import load_spec
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, parsed=store.root / "records" / "parsed" if store is not None else None)
     for warning in spec.warnings:
         report(Event(Phase.SPEC, warning, kind=Kind.WARNING))
     return spec
@@ -146,6 +147,33 @@ def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silen
     return Planned(compute(spec, lock, the_store, image_built=image_id is not None), image_id)
 
 
+def dockerfile(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> str:
+    """The Dockerfile equivalent of the image sparkimg assembles (FROM the pinned base, the wheels
+    installed by pip, the baked patch files, env and labels), for a person to read; it names the
+    wheels each compile layer built, so those must be built."""
+    from . import lock as lock_mod
+    from .build.assemble import labels
+    from .build.dockerfile import dockerfile as text
+    from .build.dockerfile import wheels
+    from .fetch import base_tag
+    from .plan import compute, layer_record
+    from .spec import CompileLayer
+
+    the_store = _store(store)
+    spec = load(spec_path, report, the_store)
+    lock = lock_mod.load_checked(spec, the_store)
+    plan = compute(spec, lock, the_store)
+    records = {}
+    for layer in spec.layers:
+        if isinstance(layer, CompileLayer):
+            record = layer_record(the_store, plan.layer(layer.name).key)
+            if record is None:
+                raise UsageError(f"plan --dockerfile: compile layer {layer.name} is not built yet; the Dockerfile "
+                                 "names the wheels it builds", hint=f"run `sparkimg build {spec_path}` first")
+            records[layer.name] = record
+    return text(plan, base_tag(spec, lock), wheels(plan, records), labels(plan))
+
+
 # -- build -------------------------------------------------------------------------------
 
 
@@ -202,11 +230,11 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     def tell(event: Event) -> None:
         said(event)
         report(event)
-    spec = load(spec_path, tell)
+    the_store = _store(store)
+    spec = load(spec_path, tell, the_store)
     lock = lock_mod.load(spec) if options.lock is None else lock_mod.load_candidate(spec, options.lock)
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
-    the_store = _store(store)
     the_engine = engine(the_store)
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
     if not result.built and not has_statement(result, the_store):

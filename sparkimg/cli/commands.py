@@ -62,6 +62,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.dockerfile:
+        print(api.dockerfile(args.spec, store=args.store, report=_reporter(args)), end="")
+        return 0
     planned = api.plan(args.spec, store=args.store, report=_reporter(args))
     plan = planned.plan
     if _emit(args, {"image": {"reference": plan.image_ref, "id": planned.image_id}, "receipt": None,

@@ -15,7 +15,8 @@ EXAMPLES = {
     "check": "sparkimg check layers/demo.yaml",
     "lock": "sparkimg lock layers/demo.yaml            # or: --update six --update base",
     "fetch": "sparkimg fetch layers/demo.yaml",
-    "plan": "sparkimg plan layers/demo.yaml --json",
+    "plan": "sparkimg plan layers/demo.yaml --json\n"
+            "  sparkimg plan layers/demo.yaml --dockerfile   # the same image as a Dockerfile",
     "build": "sparkimg build layers/demo.yaml --reserve 16g --cgroup-parent sparkimg.slice",
     "push": "sparkimg push layers/demo.yaml --to 127.0.0.1:5000/sparkimg/demo --tag latest",
     "pull": "sparkimg pull 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub --recipe layers/demo.recipe.yaml",
@@ -68,7 +69,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--update", action="append", default=[], metavar="NAME",
                    help="re-resolve this input (a source, 'base', 'toolchain' or 'all'); repeatable")
     command("fetch", "fetch every locked input into the store and pull the base by digest")
-    command("plan", "show each layer's cache key, whether it is built, and what changed")
+    p = command("plan", "show each layer's cache key, whether it is built, and what changed")
+    p.add_argument("--dockerfile", action="store_true",
+                   help="print the equivalent Dockerfile instead, for a person to read (not the build path)")
     p = command("push", "upload the built image from sparkimg's own data to a registry: only the blobs it "
                 "lacks, then the manifest the receipt names, by digest and by tag")
     p.add_argument("--to", required=True, metavar="REGISTRY/REPO", help="the repository to push to")

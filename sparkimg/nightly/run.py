@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import importlib
 import os
 import subprocess
 import time
@@ -145,7 +144,7 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
                       progress.image, progress.receipt,
                       sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None)
         drift = report_of(entry, state)
-        files = {"report.json": pretty(drift), "report.html": render_html(drift).encode()}
+        files = {"report.json": pretty(drift), "report.html": render_html(drift, tell).encode()}
         if progress.lock_bytes is not None:
             files[LOCK_FILE if status == "built" else CANDIDATE_FILE] = progress.lock_bytes
         if progress.receipt_bytes is not None:
@@ -381,14 +380,17 @@ def _promote(spec: Spec, path: Path, image: ImageOut, engine: Engine, tell: Repo
 # -- the HTML page ------------------------------------------------------------------------------
 
 
-def render_html(drift: Mapping[str, Any]) -> str:
-    """The self-contained HTML page of a report: ``sparkimg.nightly.html.render`` when it is
-    installed, else a plain escaped page."""
+def render_html(drift: Mapping[str, Any], tell: Reporter = silent) -> str:
+    """The self-contained HTML page of a report (``sparkimg.nightly.html``). Should the renderer
+    fail, a plain escaped page instead, and a warning: a page never costs the record of a night."""
     try:
-        module = importlib.import_module("sparkimg.nightly.html")
-    except ImportError:
+        from .html import render
+
+        return render(drift)
+    except Exception as exc:  # any failure of the page: the entry must still be written
+        tell(Event(Phase.NIGHTLY, f"the report page could not be drawn ({type(exc).__name__}: {exc}); "
+                   "a plain page was written instead", kind=Kind.WARNING))
         return _plain_html(drift)
-    return str(module.render(drift))
 
 
 def _plain_html(drift: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """The problem collector every validator shares: ``file:line: field: message``, all at once.
 
 Kept apart from the spec's sections so any YAML or JSON format loaded with line positions
-(``_yamlpos``), a recipe as well as a spec, reports problems the same way: the file, the
+(``_yamlpos``, ``_located``), a recipe as well as a spec, reports problems the same way: the file, the
 line, the dotted field, and how to fix it, with "did you mean" for a misspelt key and
 ``<operator: ...>`` placeholders collected rather than accepted.
 """
@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import _yamlpos
+from .. import _located
 
 PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
 # Where a value sits in a document: keys and list indexes from the top, e.g. ("layers", 0, "env").
-KeyPath = _yamlpos.Path
+KeyPath = _located.Path
 
 
 def type_name(value: Any) -> str:
@@ -34,7 +34,7 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 class Checker:
     """Collects problems as ``file:line: field: message``; never stops at the first."""
 
-    def __init__(self, display: str, located: _yamlpos.Located) -> None:
+    def __init__(self, display: str, located: _located.Located) -> None:
         self.display = display
         self.located = located
         self.problems: list[str] = []
@@ -43,17 +43,17 @@ class Checker:
 
     def problem(self, path: KeyPath, message: str) -> None:
         line = self.located.line(path)
-        self.problems.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
+        self.problems.append(f"{self.display}:{line}: {_located.dotted(path)}: {message}")
 
     def warn(self, path: KeyPath, message: str) -> None:
         """Something valid that the operator should know (it does not stop anything)."""
         line = self.located.line(path)
-        self.warnings.append(f"{self.display}:{line}: {_yamlpos.dotted(path)}: {message}")
+        self.warnings.append(f"{self.display}:{line}: {_located.dotted(path)}: {message}")
 
     def duplicates(self) -> None:
         """Record every key the document gives twice (YAML itself keeps the last silently)."""
         for dup_path, line in self.located.duplicates:
-            self.problems.append(f"{self.display}:{line}: {_yamlpos.dotted(dup_path)}: duplicate key; keep one of them")
+            self.problems.append(f"{self.display}:{line}: {_located.dotted(dup_path)}: duplicate key; keep one of them")
 
     def keys(self, value: Mapping[str, Any], allowed: tuple[str, ...], path: KeyPath) -> None:
         for key in value:
@@ -87,7 +87,7 @@ class Checker:
         if match:
             line = self.located.line((*path, key))
             self.placeholders.append(
-                f"{self.display}:{line}: {_yamlpos.dotted((*path, key))}: {match.group(1)}"
+                f"{self.display}:{line}: {_located.dotted((*path, key))}: {match.group(1)}"
             )
             return None
         return item

@@ -52,6 +52,9 @@ def test_demo_builds_then_rebuilds_nothing_then_only_the_image(
     assert second["image"]["id"] == first["image"]["id"]
     code, said, _ = cli(capsys, store, "build", str(demo))
     assert code == 0 and "up to date, nothing built" in said
+    code, text, _ = cli(capsys, store, "plan", str(demo), "--dockerfile")  # for a person: the same image, as text
+    assert code == 0 and text.splitlines()[1].startswith("FROM sparkimg-base/demo:")
+    assert '"/etc/sparkimg/serve.env"]' in text and f'"dev.sparkimg.key"="{first["layers"][-1]["key"]}"' in text
 
     patch = demo.parents[1] / "patches" / "demo" / "serve.env"
     patch.write_text(patch.read_text() + "VLLM_EXTRA=1\n")

@@ -243,7 +243,9 @@ layers:
     assert next(r for r in report["layers"] if r["name"] == "kernel")["wall_s"] > 0
     assert [h["entry"] for h in report["history"]][:2] == [first["entry"], same["entry"]]
     assert len(report["history"]) == 3
-    assert "<b>path</b>" not in Path(git_night["report"]["html"]).read_text()  # escaped
+    page = Path(git_night["report"]["html"]).read_text()
+    assert "Content-Security-Policy" in page and "<svg" in page  # the renderer's page, with its plots
+    assert "<b>path</b>" not in page and "second kernel: faster &lt;b&gt;path&lt;/b&gt;" in page  # escaped
     images.append(git_night["image"]["reference"])
     good_lock = lock.read_bytes()
     assert cli(capsys, store, "promote", str(spec), git_night["entry"], "--state", str(state))[0] == 0

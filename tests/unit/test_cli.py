@@ -33,12 +33,13 @@ def _commands() -> list[str]:
 
 
 def _invocations(example: str) -> list[list[str]]:
-    """Every ``sparkimg ...`` command line inside an example (``&&`` chains, ``$(...)``, comments)."""
+    """Every ``sparkimg ...`` command line inside an example (lines, ``&&`` chains, ``$(...)``, comments)."""
     found = []
-    for part in re.split(r"&&|\$\(|\)", example.split("  #")[0]):
-        words = shlex.split(part)
-        if "sparkimg" in words:
-            found.append(words[words.index("sparkimg") + 1:])
+    for line in example.splitlines():
+        for part in re.split(r"&&|\$\(|\)", line.split("  #")[0]):
+            words = shlex.split(part)
+            if "sparkimg" in words:
+                found.append(words[words.index("sparkimg") + 1:])
     return found
 
 

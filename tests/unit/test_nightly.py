@@ -272,3 +272,20 @@ def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(_pypi, "resolve", mislabelled)
     with pytest.raises(ResolveError, match=r"not a wheel of version '1\.17\.0'"):
         lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
+
+
+def test_a_renderer_that_fails_costs_the_page_not_the_night(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkimg.events import Collected
+    from sparkimg.nightly import html as page
+    from sparkimg.nightly.run import render_html
+
+    drift = report(_entry("20261203T020000Z"), [])
+    assert "sparkimg" in render_html(drift) and "<svg" in render_html(drift)  # the real page, plots inline
+
+    def broken(report: object) -> str:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(page, "render", broken)
+    said = Collected()
+    assert render_html(drift, said).startswith("<!DOCTYPE html>")
+    assert "no fonts" in said.events[0].message

@@ -173,6 +173,51 @@ def test_cli_exit_code_two_without_traceback(
     assert "Traceback" not in captured.err
 
 
+def _problems(path: Path, parsed: Path) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec(path, parsed=parsed)
+    return info.value.problems
+
+
+def test_remembered_parse_reports_the_same_problems(project: Callable[[str], Path], tmp_path: Path) -> None:
+    """A build reads a spec's parse from the store's parse cache (``_located``) instead of YAML: every
+    case of the corpus gives the same problems, lines included, from a parse it remembered."""
+    parsed = tmp_path / "parsed"
+    for case, old, new, _ in CASES:
+        path = project(GOOD.replace(old, new, 1))
+        first = _problems(path, parsed)
+        remembered = len(list(parsed.iterdir())) if parsed.is_dir() else 0
+        assert _problems(path, parsed) == first, case
+        assert _problems(path, tmp_path / "elsewhere") == first, case
+        assert len(list(parsed.iterdir())) == remembered, case  # read back, not written again
+    assert load_spec(project(GOOD), parsed=parsed) == load_spec(project(GOOD), parsed=parsed) == load_spec(
+        project(GOOD))
+
+
+def test_parse_cache_keeps_only_exact_json_and_ignores_a_bad_entry(project: Callable[[str], Path],
+                                                                  tmp_path: Path) -> None:
+    """A document JSON cannot hold exactly (a date, an integer key) is parsed every time; an entry that
+    is unreadable or of the wrong shape is a miss, never an error or a wrong spec."""
+    from sparkimg import _located
+
+    parsed = tmp_path / "parsed"
+    for value in ("2026-12-03", "{1: x}", "{yes: x}"):
+        path = project(GOOD + f"x_extra: {value}\n")
+        with pytest.raises(SpecError):
+            load_spec(path, parsed=parsed)
+        assert not parsed.exists() or not list(parsed.iterdir()), value
+    path = project(GOOD)
+    raw = path.read_bytes()
+    spec = load_spec(path, parsed=parsed)
+    (entry,) = parsed.iterdir()
+    for bad in (b"", b"{", b"[]", b'{"data": {}, "lines": [[["a"], "7"]], "duplicates": []}',
+                b'{"data": {}, "lines": [[[1.5], 7]], "duplicates": []}', b'{"data": {}}'):
+        entry.chmod(0o644)
+        entry.write_bytes(bad)
+        assert _located.remembered(parsed, raw) is None, bad
+        assert load_spec(path, parsed=parsed) == spec
+
+
 def test_version_latest_is_a_moving_wheel(project: Callable[[str], Path]) -> None:
     spec = load_spec(project(GOOD.replace('version: "1.16.0"', "version: latest")))
     six, vllm = spec.sources["six"], spec.sources["vllm"]

@@ -1,0 +1,212 @@
+"""The drift report page: untrusted strings escaped, the schema checked, the same bytes for the same
+report, nulls and an empty history drawn, nothing that reaches outside the file, the plots inline."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkimg.errors import UsageError
+from sparkimg.nightly import html as page
+from sparkimg.nightly import plots
+from tests.nightly_reports import HOSTILE, report
+from tests.support import REPO
+
+SHOWN = html.escape(HOSTILE.replace("\x07", "\ufffd"))  # control characters are shown as U+FFFD
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "div", "span", "strong", "code",
+           "p", "br", "table", "colgroup", "col", "thead", "tbody", "tr", "th", "td", "figure", "figcaption",
+           # matplotlib's SVG
+           "svg", "defs", "g", "path", "use", "text", "clippath", "rect", "tspan"}
+
+
+class Elements(HTMLParser):
+    """Every element and attribute as a browser's tokenizer sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attributes: list[tuple[str, str | None]] = []
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attributes += attrs
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.styles.append(data)
+
+
+def parsed(text: str) -> Elements:
+    parser = Elements()
+    parser.feed(text)
+    return parser
+
+
+def hostile_everywhere() -> dict[str, Any]:
+    """Every string field of the report holds the hostile string, layer names in the plots included."""
+    layer = {"name": HOSTILE, "status": HOSTILE, "reason": HOSTILE, "wall_s": 1.0, "cpu_s": 2.0,
+             "peak_memory_bytes": 3 << 20}
+    return report(spec=HOSTILE, entry=HOSTILE, started=HOSTILE, finished=HOSTILE, status="failed",
+                  failed_stage=HOSTILE, error=HOSTILE,
+                  moved=[{"input": HOSTILE, "kind": "git", "from": HOSTILE, "to": HOSTILE,
+                          "from_detail": {"date": HOSTILE, "subject": HOSTILE},
+                          "to_detail": {"date": HOSTILE, "subject": HOSTILE}}],
+                  layers=[layer], verify={"ok": False, "message": HOSTILE},
+                  image={"reference": HOSTILE, "manifest": HOSTILE, "config": HOSTILE, "size_bytes": 1,
+                         "tags": [HOSTILE]},
+                  receipt=HOSTILE,
+                  history=[{"entry": HOSTILE, "started": HOSTILE, "status": HOSTILE, "known_good": HOSTILE,
+                            "image_size_bytes": 5, "layers": {HOSTILE: {"wall_s": 2.0, "peak_memory_bytes": 9}}}])
+
+
+def test_every_untrusted_string_is_text_never_markup() -> None:
+    text = page.render(hostile_everywhere())
+    assert "<script" not in text.lower() and "<img" not in text.lower()
+    assert text.count("</style>") == 1 + text.count("<svg")  # the page's and each plot's own
+    assert SHOWN in text  # the subject and the error, as text
+    elements = parsed(text)
+    assert set(elements.tags) <= ALLOWED, set(elements.tags) - ALLOWED
+    assert not [name for name, _ in elements.attributes if name.startswith("on")]
+    assert elements.styles and not [style for style in elements.styles if "pwned" in style or "<" in style]
+    assert elements.tags.count("title") == 1
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from("<>&\"'/=$\\ scriptonerrorstyle\x00\x07\ud800é中"), max_size=40))
+def test_any_string_in_any_field_stays_text(hostile: str) -> None:
+    """Strings made of markup's own characters, in the subject, a layer name (plots too) and the error."""
+    night = report(status="failed", failed_stage="build", error=hostile,
+                   layers=[{"name": hostile or "x", "status": "rebuilt", "reason": hostile, "wall_s": 1.0}])
+    night["moved"][0]["to_detail"]["subject"] = hostile
+    elements = parsed(page.render(night))
+    assert set(elements.tags) <= ALLOWED and not [n for n, _ in elements.attributes if n.startswith("on")]
+
+
+def test_mathtext_and_very_long_names_are_plain_text_cut_in_the_legend() -> None:
+    long_name = "layer-" + "x" * 5000
+    layers = [{"name": name, "status": "rebuilt", "reason": "r" * 50_000, "wall_s": 1.0, "cpu_s": 1.0,
+               "peak_memory_bytes": 1 << 30} for name in ("$\\frac{a}{b}$ and $ alone", long_name)]
+    text = page.render(report(layers=layers, error="e" * 100_000, status="failed", failed_stage="build"))
+    assert "$\\frac{a}{b}$ and $ alone" in text
+    assert long_name[: plots.LABEL_MAX - 1] + "…" in text  # the legend's label
+    assert "more characters in report.json" in text
+    assert len(text) < 400_000
+
+
+def test_a_report_of_another_schema_is_refused_with_what_was_expected() -> None:
+    for bad in (report(schema="sparkimg-nightly-report/v2"), {k: v for k, v in report().items() if k != "schema"},
+                report(schema=HOSTILE)):
+        with pytest.raises(UsageError, match="sparkimg-nightly-report/v1") as caught:
+            page.render(bad)
+        assert caught.value.exit_code == 2
+    with pytest.raises(UsageError, match="JSON object"):
+        page.render([])  # type: ignore[arg-type]
+
+
+def test_the_same_report_renders_the_same_bytes_in_another_process() -> None:
+    first = page.render(report())
+    assert page.render(report()) == first
+    probe = ("import sys; from sparkimg.nightly.html import render; from tests.nightly_reports import report; "
+             "sys.stdout.buffer.write(render(report()).encode())")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}
+    other = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, cwd=REPO, env=env)
+    assert other.stdout.decode() == first
+
+
+def test_nothing_in_the_page_reaches_outside_it() -> None:
+    night = report()
+    night["moved"][0]["to_detail"]["subject"] = HOSTILE.replace("https://evil.example/x", "")
+    text = page.render(night)
+    assert "http://" not in text and "https://" not in text and "<script" not in text
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    elements = parsed(text)
+    links = [value or "" for name, value in elements.attributes if name in ("href", "xlink:href", "src")]
+    assert links and all(link.startswith("#") for link in links)  # matplotlib's markers, in the same SVG
+    ids = [value for name, value in elements.attributes if name == "id"]
+    assert len(ids) == len(set(ids)), "each plot's ids are its own"
+
+
+def test_a_url_in_an_untrusted_string_is_text_not_a_link() -> None:
+    text = page.render(report(status="failed", failed_stage="resolve", error="GET https://pypi.org/x: 503"))
+    assert "GET https://pypi.org/x: 503" in text
+    assert not [v for n, v in parsed(text).attributes if n in ("href", "src") and "pypi" in (v or "")]
+
+
+def test_the_plots_show_every_layer_with_numbers_and_this_night() -> None:
+    text = page.render(report())
+    assert text.count("<svg") == 3
+    for caption in ("Build time per layer", "Peak memory per layer", "Image size"):
+        assert f"<figcaption>{caption}</figcaption>" in text
+    assert ">demo-kernel</text>" in text and ">six</text>" in text  # legend entries
+    assert ">12-03</text>" in text and ">11-30</text>" in text  # nights on the x axis
+
+
+def test_first_night_unchanged_and_all_numbers_null() -> None:
+    nulls = [{"name": "demo-kernel", "status": "reused", "reason": "unchanged", "wall_s": None, "cpu_s": None,
+              "peak_memory_bytes": None}]
+    for layers in ([], nulls):
+        text = page.render(report(status="unchanged", moved=[], layers=layers, check=None, verify=None, image=None,
+                                  receipt=None, history=[]))
+        assert text.count("<svg") == 3 and "no numbers recorded" in text
+        assert "This is the first night on record" in text and "No input moved" in text
+        assert "not run" in text
+
+
+def test_gaps_and_wrong_types_are_unknown_not_errors() -> None:
+    history = [{"entry": "a", "started": "2026-12-01T02:00:00Z", "status": "built", "image_size_bytes": "big",
+                "known_good": ["not", "a", "bool"],
+                "layers": {"k": {"wall_s": float("nan"), "peak_memory_bytes": True}, "j": "no"}},
+               "not a night", {"entry": "b", "started": None, "layers": None}]
+    weird = report(history=history, moved="nothing", layers=[{"name": "k", "wall_s": "1", "cpu_s": -1.0}],
+                   image={"size_bytes": None, "tags": "one"}, check={"identical": False, "differences": None})
+    text = page.render(weird)
+    assert text.count("<svg") == 3 and "differs: an unknown number of differences" in text
+
+
+def test_many_layers_get_a_legend_each() -> None:
+    layers = [{"name": f"layer-{i:02d}", "status": "rebuilt", "reason": "moved", "wall_s": float(i), "cpu_s": 1.0,
+               "peak_memory_bytes": i << 20} for i in range(40)]
+    text = page.render(report(layers=layers, history=[]))
+    assert all(f">layer-{i:02d}</text>" in text for i in range(40))
+
+
+def test_units_for_people() -> None:
+    text = page.render(report())
+    assert "700.0 MiB" in text and "12.3 s" in text and "774.7 MiB" in text
+    assert "<code title=\"0123456789abcdef" in text and ">0123456789ab</code>" in text  # a commit, short
+    assert ">sha256:dddddddddddd</code>" in text
+    assert "2026-12-02 11:00:00 UTC" in text
+
+
+def test_write_puts_both_files_and_a_refused_report_neither(tmp_path: Path) -> None:
+    night = report(error="lone \udc80 surrogate", status="failed", failed_stage="build")
+    page.write(night, tmp_path / "report.json", tmp_path / "report.html")
+    assert json.loads((tmp_path / "report.json").read_text()) == night
+    written = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert written == page.render(night) and "lone \ufffd surrogate" in written
+    with pytest.raises(UsageError):
+        page.write(report(schema="other"), tmp_path / "b.json", tmp_path / "b.html")
+    assert not (tmp_path / "b.json").exists() and not (tmp_path / "b.html").exists()
+
+
+def test_importing_the_renderer_loads_no_plotting_library() -> None:
+    probe = ("import sys, sparkimg.nightly.html, sparkimg.cli.commands; "
+             "print(sorted(m for m in ('matplotlib', 'numpy', 'PIL') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
