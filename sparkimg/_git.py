@@ -19,9 +19,14 @@ class GitPin:
     committed: int
 
 
+def mirror_path(store: Store, url: str) -> Path:
+    """Where the store keeps ``url``'s bare mirror (present once ``mirror`` fetched it)."""
+    return store.root / "git" / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".git")
+
+
 def mirror(store: Store, url: str) -> Path:
     """Fetch ``url`` (remote or a local path) into its bare mirror and return the mirror."""
-    path = store.root / "git" / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".git")
+    path = mirror_path(store, url)
     with store.lock(f"git-{path.stem}"):
         if not (path / "HEAD").exists():
             _git(["init", "--bare", "-q", str(path)])
@@ -53,6 +58,19 @@ def resolve(repo: Path, url: str, ref: str | None, commit: str | None) -> GitPin
     tree = _git(["-C", str(repo), "rev-parse", f"{full}^{{tree}}"]).strip()
     committed = int(_git(["-C", str(repo), "show", "-s", "--format=%ct", full]).strip())
     return GitPin(full, tree, committed)
+
+
+def describe(repo: Path, commit: str) -> dict[str, str]:
+    """A commit's committer date (RFC 3339, UTC) and subject line; {} when the mirror lacks it
+    (a branch force-pushed away from it)."""
+    proc = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%ct%x00%s", f"{commit}^{{commit}}"],
+                          capture_output=True, text=True, check=False)
+    stamp, sep, subject = proc.stdout.strip().partition("\0")
+    if proc.returncode != 0 or not sep or not stamp.isdigit():
+        return {}
+    import time
+
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(stamp))), "subject": subject}
 
 
 def archive(repo: Path, commit: str) -> Iterator[bytes]:

@@ -27,23 +27,27 @@ class WheelPin:
     filename: str
     url: str
     sha256: str
+    version: str = ""  # the version pip chose (what ``latest`` resolved to)
 
 
-def resolve(package: str, version: str, platform: str) -> WheelPin:
+def resolve(package: str, version: str | None, platform: str) -> WheelPin:
+    """The wheel pip would install for ``package==version`` on ``platform``; with ``version`` None,
+    for the newest version on the index (pip's own choice: no pre-releases, yanked files skipped)."""
     args = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
             "--only-binary=:all:", "--quiet", "--report", "-", "--disable-pip-version-check"]
     for tag in _PLATFORM_TAGS.get(platform, []):
         args += ["--platform", tag]
     if platform in _PLATFORM_TAGS:
         args += ["--target", "/nonexistent-sparkimg-target"]
-    args.append(f"{package}=={version}")
+    wanted = package if version is None else f"{package}=={version}"
+    args.append(wanted)
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ResolveError(f"pip could not resolve {package}=={version}: {exc}") from None
+        raise ResolveError(f"pip could not resolve {wanted}: {exc}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise ResolveError(f"no {platform} wheel for {package}=={version}: {last}",
+        raise ResolveError(f"no {platform} wheel for {wanted}: {last}",
                            hint="check the name and version; pin `filename` if several wheels fit")
     report = json.loads(proc.stdout)
     item = report["install"][0]
@@ -51,8 +55,9 @@ def resolve(package: str, version: str, platform: str) -> WheelPin:
     sha256 = info.get("archive_info", {}).get("hashes", {}).get("sha256")
     url = str(info["url"])
     if not sha256:
-        raise ResolveError(f"{package}=={version}: the index gave no sha256 for {url}")
-    return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256))
+        raise ResolveError(f"{wanted}: the index gave no sha256 for {url}")
+    chosen = str((item.get("metadata") or {}).get("version") or version or "")
+    return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256), chosen)
 
 
 SIMPLE_INDEX = "https://pypi.org/simple/"
@@ -119,6 +124,24 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
 
     file_url = _without_credentials(urljoin(url, str(item["url"])).split("#", 1)[0])[0]
     return WheelPin(str(item["filename"]), file_url, sha256.lower())
+
+
+def upload_time(package: str, filename: str) -> str | None:
+    """When ``filename`` was uploaded, from the index's JSON simple API (PEP 691/700
+    ``upload-time``); None when the index does not say (or cannot be asked)."""
+    import requests
+
+    url, auth = _without_credentials(f"{index_url()}{normalise(package)}/")
+    try:
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth)
+        files = response.json()["files"] if response.status_code == 200 else []
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+    for item in files if isinstance(files, list) else []:
+        if isinstance(item, dict) and item.get("filename") == filename:
+            found = item.get("upload-time")
+            return found if isinstance(found, str) else None
+    return None
 
 
 def index_credentials(url: str) -> tuple[str, str] | None:

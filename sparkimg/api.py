@@ -26,8 +26,13 @@ if TYPE_CHECKING:
     from .build.image import BuildResult
     from .engine import Engine
     from .fetch import Fetched
+    from .formats.nightly import Entry as NightEntry
     from .formats.statement import Descriptor, Statement
     from .lock import Lock
+    from .nightly.history import History, Rolled
+    from .nightly.run import Night
+    from .nightly.run import Options as NightOptions
+    from .nightly.state import State as NightState
     from .patches import SumProblem
     from .plan import Plan
     from .preflight import Verdict
@@ -183,6 +188,9 @@ class BuildOptions:
     record_host: bool = False
     prewarm: Path | None = None
     check: bool = False
+    # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
+    # spec's own lock untouched; no no-op stamp is kept for such a build.
+    lock: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +233,7 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
         report(event)
     the_store = _store(store)
     spec = load(spec_path, tell, the_store)
-    lock = lock_mod.load(spec)
+    lock = lock_mod.load(spec) if options.lock is None else lock_mod.load_candidate(spec, options.lock)
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
     the_engine = engine(the_store)
@@ -262,7 +270,7 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
     where = stamp.location(store.root, spec.path)
     result = built.result
     if result.built or built.receipt.written or options.prewarm is not None or options.check \
-            or result.image_id is None:
+            or result.image_id is None or options.lock is not None:
         stamp.forget(where)
         return
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
@@ -657,6 +665,54 @@ def prewarm_verify(request: PrewarmRequest, key: Path | None, *, quick: bool = F
     expect = Expect(tuple(Arch(a) for a in archs) if archs else target.archs, target.image_id, flashinfer,
                     compile_path(request.runner, cache))
     return verify(cache, load_public(key), expect, quick=quick)
+
+
+# -- nightly ---------------------------------------------------------------------------------
+
+
+def nightly(spec_path: Path, options: NightOptions, *, store: Path | None = None,
+            report: Reporter = silent) -> Night:
+    """One night: re-resolve what moves into a candidate lock; unless nothing moved, build it in
+    bounds, check, sign, push, and only then promote it. A failed night keeps the lock and image in
+    service (``Night.exit_code`` 1)."""
+    from .nightly.run import Pipeline, run
+
+    the_store = _store(store)
+
+    def build_from(lock: Path, night: NightOptions, tell: Reporter) -> Built:
+        return build(spec_path, BuildOptions(night.overrides, night.key, check=night.check, lock=lock),
+                     store=the_store.root, report=tell)
+
+    return run(spec_path, options, Pipeline(load, build_from, lambda: engine(the_store)), store=the_store,
+               report=report)
+
+
+def _state(spec_path: Path, state: Path | None) -> NightState:
+    from .nightly.state import State, default_folder
+
+    return State(state or default_folder(load(spec_path).path))
+
+
+def history(spec_path: Path, *, state: Path | None = None) -> History:
+    """The nights kept for a spec, oldest first, and which one is in service."""
+    from .nightly.history import history as nights
+
+    return nights(_state(spec_path, state))
+
+
+def promote(spec_path: Path, entry: str, *, state: Path | None = None) -> NightEntry:
+    """Mark a built night known-good (after the operator's own qualification)."""
+    from .nightly.history import promote as mark
+
+    return mark(_state(spec_path, state), entry)
+
+
+def rollback(spec_path: Path, entry: str, *, state: Path | None = None, store: Path | None = None) -> Rolled:
+    """Put a known-good night back in service: its lock, and the moving tag in the engine and registry."""
+    from .nightly.history import rollback as back
+
+    spec = load(spec_path)
+    return back(spec, _state(spec_path, state), entry, engine(_store(store)))
 
 
 # -- doctor ----------------------------------------------------------------------------------

@@ -90,3 +90,9 @@ class AuditError(BuildError):
 class PreflightError(AuditError):
     """A requested CUDA architecture would be dropped or collapsed by the source's own build logic
     (vLLM's ``CUDA_SUPPORTED_ARCHS`` selection): the audit's failure, predicted before any compile."""
+
+
+class BusyError(SparkimgError):
+    """Another process holds what this one needs alone (a nightly's state folder); try again later."""
+
+    exit_code = 7

@@ -34,6 +34,7 @@ class Phase(StrEnum):
     SAVE = "save"
     LOAD = "load"
     PREFLIGHT = "preflight"
+    NIGHTLY = "nightly"
 
 
 class Kind(StrEnum):

@@ -185,6 +185,19 @@ def load(spec: Spec, path: Path | None = None) -> Lock:
     return Lock(LockFile.from_json(data, str(path)), sha256_prefixed(raw), path)
 
 
+def candidate_path(spec: Spec) -> Path:
+    """``SPEC.lock.candidate.json`` beside the spec: a lock resolved again (``sparkimg nightly``),
+    built and checked before it replaces ``SPEC.lock.json``."""
+    return spec.path.with_name(spec.path.name + ".lock.candidate.json")
+
+
+def load_candidate(spec: Spec, path: Path) -> Lock:
+    """The lock at ``path``, named as the spec's own lock (``lock_path``), which it becomes, byte for
+    byte, when promoted: a receipt names the lock file by that name and by the digest of these bytes."""
+    loaded = load(spec, path)
+    return Lock(loaded.model, loaded.digest, lock_path(spec))
+
+
 def load_checked(spec: Spec, store: Store | None = None) -> Lock:
     """The spec's lock, loaded and checked against the spec and the disk (``check``)."""
     lock = load(spec)
@@ -269,15 +282,17 @@ def _source_pins(name: str, source: GitSource | PypiSource, pin: SourcePin) -> l
     else:
         if not isinstance(pin, PypiPin):
             return [f"{where}: lock holds a {pin.kind} source, spec has pypi"]
+        # ``version: latest`` pins whichever version the lock found: the file must be that version's.
+        version = pin.version if source.moving else source.version
         if source.dist == "sdist":
-            matches = _pypi.sdist_filename_matches(pin.filename, source.package, source.version)
+            matches = _pypi.sdist_filename_matches(pin.filename, source.package, version)
         else:
-            matches = wheel_name_version(pin.filename) == (_norm(source.package), source.version)
+            matches = wheel_name_version(pin.filename) == (_norm(source.package), version)
         wrong = [f"package {pin.package} (spec: {source.package})"
                  if _norm(pin.package) != _norm(source.package) else "",
-                 f"version {pin.version} (spec: {source.version})" if pin.version != source.version else "",
+                 f"version {pin.version} (spec: {source.version})" if pin.version != version else "",
                  f"dist {pin.dist} (spec: {source.dist})" if pin.dist != source.dist else "",
-                 f"{source.dist} {pin.filename} (not {source.package} {source.version})" if not matches else "",
+                 f"{source.dist} {pin.filename} (not {source.package} {version})" if not matches else "",
                  f"sha256 {pin.sha256} (spec: {source.sha256})"
                  if source.sha256 and pin.sha256 != source.sha256 else "",
                  f"filename {pin.filename} (spec: {source.filename})"
@@ -322,14 +337,17 @@ def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
     if source.dist == "sdist":
         pin_ = _pypi.resolve_sdist(source.package, source.version)
     else:
-        pin_ = _pypi.resolve(source.package, source.version, platform)
+        pin_ = _pypi.resolve(source.package, None if source.moving else source.version, platform)
+    version = pin_.version if source.moving else source.version
+    if source.moving and wheel_name_version(pin_.filename) != (_norm(source.package), version):
+        raise ResolveError(f"sources.{source.name}: the newest {source.package} on the index is {pin_.filename}, "
+                           f"not a wheel of version {version!r}")
     if source.sha256 and pin_.sha256 != source.sha256:
         raise ResolveError(f"sources.{source.name}: the index serves {pin_.filename} with sha256 "
                            f"{pin_.sha256}, the spec pins {source.sha256}")
     if source.filename and pin_.filename != source.filename:
         raise ResolveError(f"sources.{source.name}: the index gives {pin_.filename}, the spec pins {source.filename}")
-    return PypiPin(entry_spec, source.package, source.version, pin_.filename, pin_.url, pin_.sha256,
-                   dist=source.dist)
+    return PypiPin(entry_spec, source.package, version, pin_.filename, pin_.url, pin_.sha256, dist=source.dist)
 
 
 def source_patch_pins(spec: Spec) -> dict[str, str]:

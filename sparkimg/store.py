@@ -53,7 +53,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -87,7 +87,8 @@ def flock(path: Path) -> Iterator[None]:
         yield
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable (the folder's own entry)."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -138,7 +139,7 @@ class Store:
             if not target.exists():
                 os.chmod(tmp, 0o444)
                 os.replace(tmp, target)
-                _fsync_dir(target.parent)
+                fsync_dir(target.parent)
             return found
 
     def put_file(self, path: Path, *, expected: str | None = None, what: str | None = None) -> str:

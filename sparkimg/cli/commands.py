@@ -323,7 +323,73 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from ..nightly.run import Options
+
+    overrides = Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
+    options = Options(args.state, args.key, args.push, args.check, overrides, args.hook)
+    night = api.nightly(args.spec, options, store=args.store, report=_reporter(args))
+    entry = night.entry
+    if _emit(args, night.to_json()):
+        return night.exit_code
+    if entry.status == "failed":
+        render.mismatch("nightly", f"{entry.entry}: failed at {entry.failed_stage}: {entry.error}; "
+                        "the lock and the image in service are unchanged")
+    elif entry.status == "unchanged":
+        render.line(f"{entry.entry}: nothing moved; the build in service stays")
+    else:
+        render.line(f"{entry.entry}: built {entry.image.reference if entry.image else '?'}; rebuilt: "
+                    f"{', '.join(entry.rebuilt) or 'nothing'}")
+    for move in entry.moved:
+        render.line(f"  {move.input} ({move.kind}): {move.before} -> {move.after}")
+    render.line(f"  report: {night.report_html}")
+    return night.exit_code
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    found = api.history(args.spec, state=args.state)
+    if _emit(args, found.to_json()):
+        return 0
+    rows: list[list[render.Cell]] = []
+    for e in found.entries:
+        status = render.state(e.status, {"built": "green", "failed": "red"}.get(e.status, "dim"))
+        rows.append([e.entry + (" *" if e.entry == found.current else ""), status, e.failed_stage or "-",
+                     ", ".join(f"{m.input} {_abbrev(m.before)}->{_abbrev(m.after)}" for m in e.moved) or "-",
+                     ", ".join(e.rebuilt) or "-", "yes" if e.known_good else "-",
+                     e.image.reference if e.image else "-"])
+    render.table(f"nightly history of {args.spec} (* in service)",
+                 ["entry", "status", "failed at", "moved", "rebuilt", "known-good", "image"], rows)
+    return 0
+
+
+def _abbrev(value: str | None) -> str:
+    """A commit or digest cut to 12 hex digits; a version as it is."""
+    if value is None:
+        return "(none)"
+    hexpart = value.removeprefix("sha256:")
+    return hexpart[:12] if len(hexpart) in (40, 64) else value
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    entry = api.promote(args.spec, args.entry, state=args.state)
+    if not _emit(args, {"entry": entry.entry, "known_good": entry.known_good}):
+        render.line(f"{entry.entry}: marked known-good ({entry.image.reference if entry.image else '-'})")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    rolled = api.rollback(args.spec, args.to, state=args.state, store=args.store)
+    if not _emit(args, rolled.to_json()):
+        render.line(f"rolled back to {rolled.entry.entry}: {rolled.lock} restored; {', '.join(rolled.tags)} now name "
+                    f"{rolled.entry.image.reference if rolled.entry.image else '-'}")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "nightly": cmd_nightly,
+    "history": cmd_history,
+    "promote": cmd_promote,
+    "rollback": cmd_rollback,
     "pull": cmd_pull,
     "verify-node": cmd_verify_node,
     "push": cmd_push,

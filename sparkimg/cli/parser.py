@@ -22,6 +22,11 @@ EXAMPLES = {
     "pull": "sparkimg pull 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub --recipe layers/demo.recipe.yaml",
     "save": "sparkimg save layers/demo.yaml -o demo.oci.tar      # or: --without-base (the node has the base)",
     "load": "sparkimg load demo.oci.tar --key demo.pub --recipe layers/demo.recipe.yaml",
+    "nightly": "sparkimg nightly layers/demo.yaml --key ~/.config/sparkimg/nightly.key --reserve 16g "
+               "--push 127.0.0.1:5000/sparkimg/demo --json      # exit 0 unchanged or built, 1 failed",
+    "history": "sparkimg history layers/demo.yaml        # or --json",
+    "promote": "sparkimg promote layers/demo.yaml 20261203T020000Z   # after your own qualification",
+    "rollback": "sparkimg rollback layers/demo.yaml --to 20261202T020000Z",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
@@ -177,6 +182,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for the prewarm container")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
+    p = command("nightly", "re-resolve every moving input (git branch or tag, base tag, PyPI 'latest') into a "
+                "candidate lock; if something moved, build it in bounds, check, sign, push, and only then promote "
+                "it to the lock and the moving tag IMAGE:nightly. A failure keeps the build in service and exits 1 "
+                "naming the failed stage")
+    p.add_argument("--state", type=Path, metavar="DIR", help="the state folder: one entry per night, its report "
+                   "and lock (default: SPEC.nightly beside the spec)")
+    p.add_argument("--key", type=Path, help="sign the receipt with this private key (default: $SPARKIMG_KEY; "
+                   "required)")
+    p.add_argument("--push", metavar="REGISTRY/REPO", help="push the image with the dated tag nightly-ENTRY, and "
+                   "move REPO:nightly to it at promotion")
+    p.add_argument("--check", action="store_true", help="rebuild every layer from scratch and compare bit for "
+                   "bit before promoting")
+    p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
+    p.add_argument("--cgroup-parent", help="parent cgroup (e.g. sparkimg.slice) for every build container")
+    p.add_argument("--hook", metavar="CMD", help="run CMD (sh -c) after the night, with SPARKIMG_NIGHTLY_STATUS, "
+                   "_FAILED_STAGE, _REPORT (the JSON report), _HTML, _ENTRY and _EXIT in its environment")
+    p.add_argument("--quiet", action="store_true", help="do not stream compile output")
+    p = command("history", "list the nights kept for a spec: status, what moved, what was rebuilt, known-good")
+    p.add_argument("--state", type=Path, metavar="DIR", help="the state folder (default: SPEC.nightly)")
+    p = command("promote", "mark a built night known-good, after your own qualification (rollback goes only "
+                "to known-good nights)")
+    p.add_argument("entry", metavar="ENTRY", help="the night's entry id, from `sparkimg history`")
+    p.add_argument("--state", type=Path, metavar="DIR", help="the state folder (default: SPEC.nightly)")
+    p = command("rollback", "put a known-good night back in service: its lock file, and the moving tag "
+                "IMAGE:nightly in the engine (and REPO:nightly in the registry when it was pushed)")
+    p.add_argument("--to", required=True, metavar="ENTRY", help="the known-good night's entry id")
+    p.add_argument("--state", type=Path, metavar="DIR", help="the state folder (default: SPEC.nightly)")
     p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")

@@ -89,6 +89,15 @@ class GitSource:
     commit: str | None
     kind: Literal["git"] = "git"
 
+    @property
+    def moving(self) -> bool:
+        """A branch or tag with no commit: what it resolves to may change between two locks."""
+        return self.commit is None
+
+
+# ``version: latest`` asks for the newest version on the index; the lock pins the one it found.
+LATEST = "latest"
+
 
 @dataclass(frozen=True)
 class PypiSource:
@@ -100,6 +109,11 @@ class PypiSource:
     kind: Literal["pypi"] = "pypi"
     # ``wheel`` (installed by a wheel layer) or ``sdist`` (the .tar.gz a compile layer builds from).
     dist: Literal["wheel", "sdist"] = "wheel"
+
+    @property
+    def moving(self) -> bool:
+        """``version: latest``: the newest version on the index, which a later lock may find newer."""
+        return self.version == LATEST
 
 
 @dataclass(frozen=True)

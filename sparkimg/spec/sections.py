@@ -24,6 +24,7 @@ from .model import (
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
+    LATEST,
     SCHEMA,
     VARIABLE,
     VARIABLES,
@@ -327,8 +328,9 @@ def _pypi(name: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> Source
     if isinstance(raw_version, (int, float)) and not isinstance(raw_version, bool):
         c.problem((*path, "version"), f"{raw_version!r} must be quoted so YAML keeps it as written")
         return None
-    version = c.string(entry, "version", path, required=True, hint="pin an exact version, e.g. version: '1.16.0'")
-    if version is not None and not _EXACT_VERSION.match(version):
+    version = c.string(entry, "version", path, required=True,
+                       hint="pin an exact version, e.g. version: '1.16.0', or ask for the newest: version: latest")
+    if version is not None and version != LATEST and not _EXACT_VERSION.match(version):
         c.problem((*path, "version"), f"'{version}' is a range, not a pin; write one exact version")
         return None
     dist = entry.get("dist", "wheel")
@@ -347,6 +349,18 @@ def _pypi(name: str, entry: dict[str, Any], path: KeyPath, c: Checker) -> Source
         c.problem((*path, "filename"), f"'{filename}' is not a{' wheel' if dist == 'wheel' else 'n sdist'} "
                   f"file name (*{suffix})")
         return None
+    if version == LATEST:
+        # The lock pins the newest version's file and sha256; a digest or file name written here
+        # would pin one version, which the next lock would then refuse.
+        for pinned in ("sha256", "filename"):
+            if entry.get(pinned) is not None:
+                c.problem((*path, pinned), f"pins one file, but version: latest moves to the newest; drop "
+                          f"'{pinned}' (the lock pins it) or pin an exact version")
+                return None
+        if dist == "sdist":
+            c.problem((*path, "version"), "version: latest is for wheels (pip picks the newest); an sdist "
+                      "needs an exact version")
+            return None
     if package is None or version is None:
         return None
     return PypiSource(name, package, version, sha256, filename, dist=dist)

@@ -48,6 +48,10 @@ CASES: list[tuple[str, str, str, str]] = [
     ("path-absolute", "path: kernel", "path: /etc", "sources.kernel.path: must be relative to the spec's root"),
     ("pypi-range", 'version: "1.16.0"', 'version: ">=1.16"', "sources.six.version: '>=1.16' is a range, not a pin"),
     ("pypi-unquoted", 'version: "1.16.0"', "version: 1.16", "sources.six.version: 1.16 must be quoted"),
+    ("pypi-latest-sha256", 'version: "1.16.0"', "version: latest\n    sha256: " + "a" * 64,
+     "sources.six.sha256: pins one file, but version: latest moves to the newest"),
+    ("pypi-latest-sdist", 'version: "1.16.0"', "version: latest\n    dist: sdist",
+     "sources.six.version: version: latest is for wheels"),
     ("pypi-sha-bad", 'version: "1.16.0"', 'version: "1.16.0"\n    sha256: xyz', "sources.six.sha256: must be 64 "
      "lower-case hex digits"),
     ("git-branch-as-commit", "commit: e47aa780", "commit: main", "sources.vllm.commit: 'main' is not a commit; "
@@ -212,3 +216,10 @@ def test_parse_cache_keeps_only_exact_json_and_ignores_a_bad_entry(project: Call
         entry.write_bytes(bad)
         assert _located.remembered(parsed, raw) is None, bad
         assert load_spec(path, parsed=parsed) == spec
+
+
+def test_version_latest_is_a_moving_wheel(project: Callable[[str], Path]) -> None:
+    spec = load_spec(project(GOOD.replace('version: "1.16.0"', "version: latest")))
+    six, vllm = spec.sources["six"], spec.sources["vllm"]
+    assert six.kind == "pypi" and six.version == "latest" and six.moving
+    assert vllm.kind == "git" and not vllm.moving  # a ref with a commit does not move

@@ -1,0 +1,429 @@
+"""One night: re-resolve what moves into a candidate lock, build it in bounds, check, sign, push,
+and only when all of that succeeded promote it (the lock, then the moving tag). A failure keeps
+the lock and the image in service untouched and records the stage that failed.
+
+Stages (docs/nightly.md): resolve, plan, build, check, sign, push, promote. The night ends with
+an entry in the state folder (``state``), its drift report (JSON and HTML) and, when asked, a
+hook command told the outcome in its environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import lock as lock_mod
+from .._locations import signing_key_path
+from ..errors import SparkimgError, UsageError
+from ..events import Collected, Event, Kind, Phase, Reporter, silent
+from ..formats.canonical import pretty, sha256_prefixed
+from ..formats.intoto import rfc3339
+from ..formats.nightly import Entry, ImageOut, LayerRun, Moved, report
+from ..spec import CompileLayer, Spec
+from .moving import Change, details, layer_changes, moved, moving_inputs
+from .state import LOCK_FILE, State, default_folder
+
+if TYPE_CHECKING:
+    from ..build.bounds import Overrides
+    from ..engine import Engine
+    from ..lock import Lock
+    from ..push import Pushed
+    from ..store import Store
+
+CANDIDATE_FILE = "candidate.lock.json"  # a failed night's candidate, kept to reproduce the failure
+RECEIPT_FILE = "receipt.json"  # a copy of the night's signed receipt
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``sparkimg nightly`` takes besides the spec."""
+
+    state: Path | None = None
+    key: Path | None = None
+    push: str | None = None
+    check: bool = False
+    overrides: Overrides | None = None
+    hook: str | None = None
+
+
+@dataclass(frozen=True)
+class Night:
+    entry: Entry
+    folder: Path
+
+    @property
+    def report_json(self) -> Path:
+        return self.folder / "report.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.folder / "report.html"
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.entry.status == "failed" else 0
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.entry
+        return {"status": e.status, "entry": e.entry, "failed_stage": e.failed_stage, "error": e.error,
+                "moved": [m.brief() for m in e.moved], "rebuilt": e.rebuilt,
+                "image": None if e.image is None else e.image.report(), "receipt": e.receipt,
+                "report": {"json": str(self.report_json), "html": str(self.report_html)}}
+
+
+class _Failed(Exception):
+    def __init__(self, stage: str, error: str) -> None:
+        super().__init__(error)
+        self.stage, self.error = stage, error
+
+
+@dataclass
+class _Progress:
+    """What the night has found so far; becomes its entry however it ends."""
+
+    moved: list[Moved] = field(default_factory=list)
+    layers: list[LayerRun] = field(default_factory=list)
+    image: ImageOut | None = None
+    receipt: str | None = None
+    check: dict[str, Any] | None = None
+    lock_bytes: bytes | None = None
+    receipt_bytes: bytes | None = None
+    verify: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The pipeline the night drives, handed in by ``sparkimg.api`` (which imports this module):
+    ``load`` a spec, ``build`` it from a lock file (returning ``api.Built``), the ``engine``."""
+
+    load: Callable[[Path, Reporter], Spec]
+    build: Callable[[Path, Options, Reporter], Any]
+    engine: Callable[[], Engine]
+
+
+def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, report: Reporter = silent) -> Night:
+    """The night for ``spec_path``. Bad input (spec, key, target, a busy state folder) raises before
+    the night starts; anything that fails after is recorded as a failed night (exit 1)."""
+    from ..push import target_of
+
+    spec = pipeline.load(spec_path, report)
+    if signing_key_path(options.key) is None:
+        raise UsageError("sparkimg nightly signs every receipt: pass --key or set SPARKIMG_KEY",
+                         hint="create a key once with `sparkimg keygen --out ~/.config/sparkimg/nightly`")
+    if options.push:
+        target_of(options.push)
+    state = State(options.state or default_folder(spec.path))
+    with state.locked():
+        started = time.time()
+        entry_id = state.new_id(started)
+        said = Collected()
+
+        def tell(event: Event) -> None:
+            said(event)
+            report(event)
+
+        progress = _Progress()
+        status, stage, error = "built", None, None
+        try:
+            status = _night(spec, options, pipeline, state, entry_id, store, progress, tell, said)
+        except _Failed as failed:
+            status, stage, error = "failed", failed.stage, failed.error
+            tell(Event(Phase.NIGHTLY, f"nightly failed at {stage}: {error}", kind=Kind.WARNING))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                lock_mod.candidate_path(spec).unlink()
+        entry = Entry(entry_id, spec.path.name, rfc3339(started), rfc3339(time.time()), status,  # type: ignore[arg-type]
+                      stage, error, tuple(progress.moved), tuple(progress.layers), progress.check, progress.verify,
+                      progress.image, progress.receipt,
+                      sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None)
+        drift = report_of(entry, state)
+        files = {"report.json": pretty(drift), "report.html": render_html(drift, tell).encode()}
+        if progress.lock_bytes is not None:
+            files[LOCK_FILE if status == "built" else CANDIDATE_FILE] = progress.lock_bytes
+        if progress.receipt_bytes is not None:
+            files[RECEIPT_FILE] = progress.receipt_bytes  # kept with the night: a receipt path may be rewritten
+        folder = state.write(entry, files)
+        if status == "built":
+            state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
+        night = Night(entry, folder)
+    if options.hook:
+        _hook(options.hook, night, spec, tell)
+    return night
+
+
+def report_of(entry: Entry, state: State) -> dict[str, Any]:
+    return report(entry, state.entries())
+
+
+def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry_id: str, store: Store,
+           progress: _Progress, tell: Reporter, said: Collected) -> str:
+    """The stages; returns the status ("unchanged" or "built"), raises _Failed."""
+    current, candidate, changes = _stage("resolve", lambda: _resolve(spec, store, tell))
+    progress.moved = [details(change, spec, store) for change in changes]
+    raw = pretty(candidate.to_json())
+    served = _served(state)
+    if current is not None and sha256_prefixed(raw) == current.digest == served:
+        tell(Event(Phase.RESOLVE, f"nothing moved ({', '.join(moving_inputs(spec)) or 'no moving inputs'}); "
+                   f"{spec.image}:nightly stays", kind=Kind.DONE))
+        return "unchanged"
+    progress.lock_bytes = raw
+    for move in progress.moved:
+        tell(Event(Phase.RESOLVE, f"{move.input} moved: {move.before} -> {move.after}"))
+    path = lock_mod.candidate_path(spec)
+    cand = _stage("plan", lambda: _candidate(spec, path, raw, store))
+    changed = layer_changes(spec, _comparable(spec, current), cand)
+    try:
+        built = _stage("build", lambda: pipeline.build(path, options, tell))
+    except _Failed:
+        progress.layers = _failed_rows(spec, changed, said)
+        raise
+    progress.layers = _rows(spec, changed, built)
+    progress.receipt = str(built.receipt.path)
+    progress.receipt_bytes = built.receipt.path.read_bytes()
+    result = built.result
+    if built.check is not None:
+        progress.check = {"identical": built.check.identical, "differences": len(built.check.differences)}
+        if not built.check.identical:
+            raise _Failed("check", f"the rebuild from scratch differs in {len(built.check.differences)} place(s); "
+                          "see `sparkimg build --check` on the candidate")
+    if not built.receipt.signed:
+        raise _Failed("sign", f"{built.receipt.path} is not signed")
+    progress.verify = _stage("sign", lambda: _verify(built.receipt.path, options.key, result.image_ref, store))
+    if not progress.verify["ok"]:
+        raise _Failed("sign", f"the signed receipt does not verify: {progress.verify['message']}")
+    image = _image_out(result, cand, store)
+    progress.image = image
+    pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, tell)) \
+        if options.push else None
+    if pushed is not None:
+        image = ImageOut(image.reference, image.manifest, image.config, image.size_bytes,
+                         (*image.tags, *(f"{pushed.repository}:{t}" for t in pushed.tags)), pushed.repository)
+    progress.image = _stage("promote", lambda: _promote(spec, path, image, pipeline.engine(), tell))
+    return "built"
+
+
+def _stage(name: str, work: Callable[[], Any]) -> Any:
+    """Run one stage; a SparkimgError (or a file that cannot be read or written) becomes the
+    night's failure at ``name``."""
+    try:
+        return work()
+    except SparkimgError as exc:
+        raise _Failed(name, one_line(exc.message) or type(exc).__name__) from exc
+    except OSError as exc:
+        raise _Failed(name, f"{exc.filename or 'a file'}: {exc.strerror or exc}") from exc
+
+
+def _served(state: State) -> str | None:
+    """The lock digest of the night in service; None when none is (or its entry was removed)."""
+    in_service = state.current()
+    try:
+        return state.get(in_service).lock_digest if in_service else None
+    except UsageError:
+        return None
+
+
+def one_line(message: str, limit: int = 500) -> str:
+    """An error message as one line a report shows: its first line, and when that introduces more
+    ("...; last output:"), the last line of what follows (the tool's own last word)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    said = lines[0]
+    if len(lines) > 1 and said.endswith(":"):
+        said = f"{said} {lines[-1]}"
+    return said if len(said) <= limit else said[: limit - 1] + "…"
+
+
+def _resolve(spec: Spec, store: Store, tell: Reporter) -> tuple[Lock | None, Any, list[Change]]:
+    current = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
+    candidate = lock_mod.resolve(spec, store, previous=current, update=moving_inputs(spec), report=tell)
+    return current, candidate, moved(current.model if current else None, candidate)
+
+
+def _candidate(spec: Spec, path: Path, raw: bytes, store: Store) -> Lock:
+    """The candidate written beside the spec's lock, read back and checked against the spec."""
+    from ..store import write_atomic
+
+    write_atomic(path, raw)
+    cand = lock_mod.load_candidate(spec, path)
+    lock_mod.check(spec, cand, store)
+    return cand
+
+
+def _comparable(spec: Spec, current: Lock | None) -> Lock | None:
+    """The current lock when its layers can be keyed for this spec (a spec edited since has no
+    comparable keys: every layer then reads as new)."""
+    if current is None:
+        return None
+    try:
+        layer_changes(spec, None, current)
+    except (KeyError, AssertionError):
+        return None
+    return current
+
+
+def _rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], built: Any) -> list[LayerRun]:
+    """Each layer, rebuilt or reused and why, with its compile's cost when it was rebuilt."""
+    result = built.result
+    kinds = {layer.name: layer.kind for layer in result.plan.layers}
+    rows = []
+    for name, (key, why) in changed.items():
+        record = result.records.get(name)
+        rebuilt = name in result.built or (kinds.get(name) == "wheel" and why is not None and "image" in result.built)
+        if rebuilt and record is not None and name in result.built:
+            m = record.metrics
+            rows.append(LayerRun(name, "rebuilt", why or "not in the store", key, m.wall_s, m.cpu_s, m.peak_memory))
+        elif rebuilt:
+            rows.append(LayerRun(name, "rebuilt", why or "not in the store", key))
+        else:
+            rows.append(LayerRun(name, "reused", "unchanged" if why is None else f"built before ({why})", key))
+    return rows
+
+
+def _failed_rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], said: Collected) -> list[LayerRun]:
+    """The rows of a build that failed, from what it reported: the layers it finished, the first it
+    did not (failed) and those after it (skipped)."""
+    done = {e.layer: e for e in said.of(Phase.COMPILE, Kind.DONE) if e.layer}
+    cached = {e.layer for e in said.of(Phase.COMPILE) if e.layer and f"{e.layer}: cached (" in e.message}
+    compile_layers = {layer.name for layer in spec.layers if isinstance(layer, CompileLayer)}
+    rows, failed = [], False
+    for name, (key, why) in changed.items():
+        if name in done:
+            f = done[name].figures
+            rows.append(LayerRun(name, "rebuilt", why or "not in the store", key, _num(f.get("wall_s")),
+                                 _num(f.get("cpu_s")), _int(f.get("peak_memory"))))
+        elif name in cached or (why is None and name != "image"):
+            rows.append(LayerRun(name, "reused", "unchanged" if why is None else f"built before ({why})", key))
+        elif name in compile_layers and not failed:
+            failed = True
+            rows.append(LayerRun(name, "failed", why or "not in the store", key))
+        else:
+            rows.append(LayerRun(name, "skipped", why or "not in the store", key))
+    return rows
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _verify(receipt: Path, key: Path | None, image_ref: str, store: Store) -> dict[str, Any]:
+    """The receipt just signed, verified as a node would (``verify-receipt --image``): the
+    signature by the key's public half, the statement, and the image in the engine."""
+    from ..receipts.verify import Request, local_image_of, verify
+    from ..signing.keys import load_private
+
+    chosen = signing_key_path(key)
+    assert chosen is not None, "run() refuses a night without a key"
+    checked = verify(Request(receipt, load_private(chosen).public, image=image_ref), store=store,
+                     local_image=local_image_of)
+    if checked.ok:
+        return {"ok": True, "message": f"signature, statement and {image_ref} verified ({len(checked.checks)} checks)"}
+    return {"ok": False, "message": "; ".join(checked.reasons()[:3]) or f"failed at {checked.failed}"}
+
+
+def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:
+    from ..fetch import base_image
+
+    size = None
+    if result.oci is not None:
+        with contextlib.suppress(SparkimgError):
+            base = base_image(cand, store)
+            size = sum(d.size for d in base.layers) + sum(layer.descriptor.size for layer in result.oci.layers)
+    return ImageOut(result.image_ref, result.oci.manifest_digest if result.oci else None,
+                    result.oci.config_digest if result.oci else result.image_id, size, (result.image_ref,))
+
+
+def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: str, built: Any,
+          tell: Reporter) -> Pushed:
+    """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt; the
+    moving tag is moved only at promotion."""
+    from ..build.assemble import image_record
+    from ..fetch import base_image
+    from ..push import push
+
+    assert target is not None
+    record = image_record(store, result.plan.image.key)
+    if record is None:
+        raise UsageError(f"the store has no OCI record of {result.image_ref} to push")
+    return push(record, base_image(cand, store, report=tell), cand, store, target, [f"nightly-{entry_id}"],
+                receipt=built.receipt.path.read_bytes(), report=tell)
+
+
+def _promote(spec: Spec, path: Path, image: ImageOut, engine: Engine, tell: Reporter) -> ImageOut:
+    """The registry's moving tag, the engine's, then the lock (the candidate's bytes renamed onto
+    it, so the image key is the one just built)."""
+    from .tags import MOVING_TAG, engine_tag, point_engine, point_registry
+
+    tags = list(image.tags)
+    if image.repository is not None and image.manifest is not None:
+        point_registry(image.repository, image.manifest)
+        tags.append(f"{image.repository}:{MOVING_TAG}")
+    point_engine(engine, spec, image.reference)
+    tags.append(engine_tag(spec))
+    os.replace(path, lock_mod.lock_path(spec))
+    tell(Event(Phase.PUSH, f"promoted: {lock_mod.lock_path(spec).name} and {engine_tag(spec)} now name "
+               f"{image.reference}", kind=Kind.DONE))
+    return ImageOut(image.reference, image.manifest, image.config, image.size_bytes, tuple(tags), image.repository)
+
+
+# -- the HTML page ------------------------------------------------------------------------------
+
+
+def render_html(drift: Mapping[str, Any], tell: Reporter = silent) -> str:
+    """The self-contained HTML page of a report (``sparkimg.nightly.html``). Should the renderer
+    fail, a plain escaped page instead, and a warning: a page never costs the record of a night."""
+    try:
+        from .html import render
+
+        return render(drift)
+    except Exception as exc:  # any failure of the page: the entry must still be written
+        tell(Event(Phase.NIGHTLY, f"the report page could not be drawn ({type(exc).__name__}: {exc}); "
+                   "a plain page was written instead", kind=Kind.WARNING))
+        return _plain_html(drift)
+
+
+def _plain_html(drift: Mapping[str, Any]) -> str:
+    """A minimal page: every value escaped (git subjects and error messages are untrusted)."""
+    e = html.escape
+    rows = "".join(f"<tr><td>{e(str(m.get('input')))}</td><td>{e(str(m.get('from')))}</td>"
+                   f"<td>{e(str(m.get('to')))}</td></tr>" for m in drift.get("moved", []))
+    layers = "".join(f"<tr><td>{e(str(layer.get('name')))}</td><td>{e(str(layer.get('status')))}</td>"
+                     f"<td>{e(str(layer.get('reason')))}</td><td>{e(str(layer.get('wall_s')))}</td></tr>"
+                     for layer in drift.get("layers", []))
+    error = f"<p>failed at {e(str(drift.get('failed_stage')))}: {e(str(drift.get('error')))}</p>" \
+        if drift.get("status") == "failed" else ""
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>sparkimg nightly "
+            f"{e(str(drift.get('entry')))}</title></head><body><h1>{e(str(drift.get('spec')))}: "
+            f"{e(str(drift.get('status')))}</h1>{error}<h2>moved</h2><table><tr><th>input</th><th>from</th>"
+            f"<th>to</th></tr>{rows}</table><h2>layers</h2><table><tr><th>layer</th><th>status</th><th>reason</th>"
+            f"<th>wall s</th></tr>{layers}</table></body></html>\n")
+
+
+# -- the hook -----------------------------------------------------------------------------------
+
+
+def _hook(command: str, night: Night, spec: Spec, tell: Reporter) -> None:
+    """Run ``command`` (``sh -c``) with the outcome in its environment; its failure is a warning."""
+    env = {**os.environ, "SPARKIMG_NIGHTLY_STATUS": night.entry.status, "SPARKIMG_NIGHTLY_ENTRY": night.entry.entry,
+           "SPARKIMG_NIGHTLY_REPORT": str(night.report_json), "SPARKIMG_NIGHTLY_HTML": str(night.report_html),
+           "SPARKIMG_NIGHTLY_FAILED_STAGE": night.entry.failed_stage or "",
+           "SPARKIMG_NIGHTLY_SPEC": str(spec.path), "SPARKIMG_NIGHTLY_EXIT": str(night.exit_code)}
+    try:
+        done = subprocess.run(["sh", "-c", command], env=env, check=False, timeout=600, capture_output=True, text=True)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        tell(Event(Phase.NIGHTLY, f"--hook {command!r}: {exc}", kind=Kind.WARNING))
+        return
+    if done.returncode != 0:
+        tell(Event(Phase.NIGHTLY, f"--hook {command!r} exited {done.returncode}: {done.stderr.strip()[-300:]}",
+                   kind=Kind.WARNING))

@@ -1,0 +1,291 @@
+"""The nightly job without an engine: the state folder (atomic entries, kill -9, the lock), what
+moves and what moved, which layers a move touches, and the report's fixed shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkimg.errors import BusyError, UsageError
+from sparkimg.formats.nightly import REPORT_KEYS, REPORT_SCHEMA, Entry, ImageOut, LayerRun, Moved, report
+from sparkimg.nightly.moving import layer_changes, moved, moving_inputs
+from sparkimg.nightly.run import _plain_html, one_line
+from sparkimg.nightly.state import State
+from sparkimg.spec import load_spec
+from tests.formats import GOOD, loaded, lock_file, lock_json
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _entry(entry_id: str, status: str = "built", **kwargs: object) -> Entry:
+    fields: dict[str, object] = {
+        "moved": (Moved("vllm", "git", "a" * 40, "b" * 40, {"date": "2026-12-01T10:00:00Z", "subject": "one"},
+                        {"date": "2026-12-02T11:00:00Z", "subject": "<script>two</script>"}),),
+        "layers": (LayerRun("kernel", "rebuilt", "source kernel moved", "f" * 64, 12.3, 40.1, 734003200),
+                   LayerRun("six", "reused", "unchanged", "e" * 64)),
+        "image": ImageOut("sparkimg/demo:0123456789abcdef", "sha256:" + "1" * 64, "sha256:" + "2" * 64, 123,
+                          ("sparkimg/demo:nightly",)),
+        "lock_digest": "sha256:" + "9" * 64,
+    } if status == "built" else {}
+    fields.update(kwargs)
+    return Entry(entry_id, "demo.yaml", "2026-12-03T02:00:00Z", "2026-12-03T02:07:12Z", status,  # type: ignore[arg-type]
+                 **fields)  # type: ignore[arg-type]
+
+
+# -- the state folder --------------------------------------------------------------------------
+
+
+def test_an_entry_is_written_whole_and_read_back(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    entry = _entry("20261203T020000Z")
+    folder = state.write(entry, {"lock.json": b"{}", "report.json": b"{}"})
+    assert sorted(p.name for p in folder.iterdir()) == ["entry.json", "lock.json", "report.json"]
+    assert state.entries() == [entry] and state.get(entry.entry) == entry
+    assert state.lock_bytes(entry.entry) == b"{}"
+    assert not list(state.root.glob(".tmp-*"))
+    with pytest.raises(UsageError, match="exists already"):
+        state.write(entry, {})
+
+
+def test_a_half_written_entry_is_never_read_and_is_swept_under_the_lock(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    state.write(_entry("20261203T020000Z"), {})
+    # What a writer killed mid-entry leaves: a temp folder with part of an entry (never renamed),
+    # and (by hand) an entries/ folder with no entry.json.
+    temp = state.root / ".tmp-20261204T020000Z-abc"
+    temp.mkdir()
+    (temp / "entry.json").write_text('{"schema": "sparkimg-nightly-entry/v1", "entry": "2026')
+    (state.entries_dir / "20261205T020000Z").mkdir()
+    assert [e.entry for e in state.entries()] == ["20261203T020000Z"]
+    with state.locked():
+        assert not temp.exists()
+    assert [e.entry for e in state.entries()] == ["20261203T020000Z"]
+
+
+def test_kill_9_while_writing_leaves_no_entry_and_frees_the_lock(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        import sparkimg.nightly.state as st
+        state = st.State(Path({str(root)!r}))
+        real = os.rename
+        def killed(*args):
+            os.kill(os.getpid(), signal.SIGKILL)  # between the last fsync and the rename
+        st.os.rename = killed
+        with state.locked():
+            from tests.unit.test_nightly import _entry
+            state.write(_entry("20261203T020000Z"), {{"lock.json": b"x" * 100000}})
+    """)
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    state = State(root)
+    assert list(root.glob(".tmp-*")) and state.entries() == []
+    with state.locked():  # the kernel dropped the dead writer's flock
+        assert not list(root.glob(".tmp-*"))
+    assert state.new_id(0) == "19700101T000000Z"
+
+
+def test_a_second_nightly_on_the_same_state_folder_is_refused(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    with state.locked():
+        with pytest.raises(BusyError, match="another sparkimg nightly") as raised, State(tmp_path / "state").locked():
+            pass
+        assert raised.value.exit_code == 7
+        # Another process is refused too (a flock per open file, not per process).
+        probe = ("import sys; from pathlib import Path; from sparkimg.nightly.state import State\n"
+                 f"try:\n  State(Path({str(state.root)!r})).locked().__enter__()\nexcept Exception as e:\n"
+                 "  sys.exit(type(e).__name__)")
+        run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                             capture_output=True, text=True, check=False)
+        assert run.stderr.strip() == "BusyError"
+    with state.locked():
+        pass
+
+
+def test_entry_ids_sort_by_time_then_suffix_and_the_pointer_is_checked(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    for _ in range(11):
+        entry_id = state.new_id(1764727200)
+        state.write(_entry(entry_id, "unchanged"), {})
+    ids = [e.entry for e in state.entries()]
+    assert ids[0] == "20251203T020000Z" and ids[1] == "20251203T020000Z-2" and ids[-1] == "20251203T020000Z-11"
+    assert state.current() is None
+    state.set_current(ids[3])
+    assert state.current() == ids[3]
+    with pytest.raises(UsageError, match="not a nightly entry id"):
+        state.get("../../etc")
+    with pytest.raises(UsageError, match="no nightly entry 20991231T000000Z"):
+        state.get("20991231T000000Z")
+
+
+def test_promote_rewrites_only_the_mark(tmp_path: Path) -> None:
+    from sparkimg.nightly.history import promote
+
+    state = State(tmp_path / "state")
+    state.write(_entry("20261203T020000Z"), {})
+    state.write(_entry("20261204T020000Z", "failed", failed_stage="build", error="boom"), {})
+    assert promote(state, "20261203T020000Z").known_good
+    assert state.get("20261203T020000Z") == _entry("20261203T020000Z").marked(True)
+    with pytest.raises(UsageError, match="is failed, not built"):
+        promote(state, "20261204T020000Z")
+
+
+def test_a_corrupt_entry_names_its_file_and_field(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    folder = state.write(_entry("20261203T020000Z"), {})
+    data = json.loads((folder / "entry.json").read_text())
+    data["status"] = "great"
+    (folder / "entry.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"entry\.json: status must be one of unchanged, built, failed"):
+        state.entries()
+
+
+# -- what moves, what moved, which layers --------------------------------------------------------
+
+
+def test_moving_inputs(project: Callable[..., Path]) -> None:
+    assert moving_inputs(load_spec(project(GOOD))) == ["base"]  # a tag, no digest; vllm has a commit
+    moving = GOOD.replace("    commit: e47aa780\n", "").replace('version: "1.16.0"', "version: latest")
+    assert moving_inputs(load_spec(project(moving, "moving.yaml"))) == ["base", "six", "vllm"]
+    pinned = GOOD.replace("demo-base:bookworm\n", "demo-base:bookworm\n  digest: sha256:" + "1" * 64 + "\n")
+    assert moving_inputs(load_spec(project(pinned, "pinned.yaml"))) == []
+
+
+def test_moved_compares_what_each_pin_resolved_to() -> None:
+    from dataclasses import replace
+
+    from sparkimg.formats.lock import PypiPin
+
+    current = lock_file()
+    assert moved(current, current) == [] and moved(None, current) == []
+    six = current.sources["six"]
+    assert isinstance(six, PypiPin)
+    candidate = replace(current, base=replace(current.base, manifest_digest="sha256:" + "7" * 64),
+                        sources={**current.sources, "six": replace(six, version="1.17.0", sha256="8" * 64)})
+    found = [c.plain() for c in moved(current, candidate)]
+    assert [m.brief() for m in found] == [
+        {"input": "base", "from": "sha256:" + "1" * 64, "to": "sha256:" + "7" * 64},
+        {"input": "six", "from": "1.16.0", "to": "1.17.0"}]
+    assert [m.kind for m in found] == ["image", "pypi"]
+
+
+def test_layer_changes_say_which_layers_a_move_touches_and_why(project: Callable[[str], Path]) -> None:
+    spec = load_spec(project(GOOD))
+    current = lock_json()
+    now = loaded(current)
+    assert {name: why for name, (_, why) in layer_changes(spec, now, now).items()} == \
+        {"kernel": None, "six": None, "image": None}
+    assert {why for _, why in layer_changes(spec, None, now).values()} == {"first build"}
+    moved_base = json.loads(json.dumps(current))
+    moved_base["base"]["config_digest"] = "sha256:" + "7" * 64
+    changes = layer_changes(spec, now, loaded(moved_base, "sha256:" + "8" * 64))
+    assert changes["kernel"][1] == "base moved" and changes["six"][1] is None
+    assert changes["image"][1] == "base moved, layer kernel changed"
+    moved_six = json.loads(json.dumps(current))
+    moved_six["sources"]["six"]["sha256"] = "8" * 64
+    changes = layer_changes(spec, now, loaded(moved_six, "sha256:" + "8" * 64))
+    assert changes["kernel"][1] is None and changes["six"][1] == "source six moved"
+    assert changes["image"][1] == "layer six changed"
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def test_the_report_has_exactly_the_interface_notes_shape(tmp_path: Path) -> None:
+    earlier = [_entry("20261201T020000Z").marked(True), _entry("20261202T020000Z", "unchanged")]
+    night = _entry("20261203T020000Z", receipt="receipts/demo/KEY.receipt.json")
+    out = report(night, [*earlier, night])
+    assert tuple(out) == REPORT_KEYS and out["schema"] == REPORT_SCHEMA
+    assert out["status"] == "built" and out["failed_stage"] is None and out["error"] is None
+    assert set(out["moved"][0]) == {"input", "kind", "from", "to", "from_detail", "to_detail"}
+    assert out["layers"][0] == {"name": "kernel", "status": "rebuilt", "reason": "source kernel moved",
+                                "wall_s": 12.3, "cpu_s": 40.1, "peak_memory_bytes": 734003200}
+    assert set(out["image"]) == {"reference", "manifest", "config", "size_bytes", "tags"}
+    assert [h["entry"] for h in out["history"]] == ["20261201T020000Z", "20261202T020000Z"]  # this night excluded
+    assert out["history"][0] == {"entry": "20261201T020000Z", "started": "2026-12-03T02:00:00Z", "status": "built",
+                                 "known_good": True, "image_size_bytes": 123,
+                                 "layers": {"kernel": {"wall_s": 12.3, "peak_memory_bytes": 734003200},
+                                            "six": {"wall_s": None, "peak_memory_bytes": None}}}
+    failed = report(_entry("20261204T020000Z", "failed", failed_stage="build", error="layer kernel: exit 1"), [])
+    assert failed["image"] is None and failed["moved"] == [] and failed["failed_stage"] == "build"
+    json.dumps(out)  # plain JSON
+
+
+def test_the_fallback_page_escapes_everything() -> None:
+    page = _plain_html(report(_entry("20261203T020000Z", "failed", failed_stage="build",
+                                     error="<img src=x onerror=alert(1)>"), []))
+    assert "<img" not in page and "&lt;img" in page and page.startswith("<!DOCTYPE html>")
+    moved_page = _plain_html(report(_entry("20261203T020000Z"), []))
+    assert "<script>" not in moved_page
+
+
+def test_one_line_keeps_the_tools_last_word() -> None:
+    assert one_line("layer kernel: command exited with 1; last output:\n  a\n  this tip is broken\n") == \
+        "layer kernel: command exited with 1; last output: this tip is broken"
+    assert one_line("no such image\n  fix: pull it") == "no such image"
+    assert len(one_line("x" * 2000)) == 500
+
+
+# -- version: latest in the lock -------------------------------------------------------------------
+
+
+def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from sparkimg import _pypi
+    from sparkimg import lock as lock_mod
+    from sparkimg.errors import ResolveError
+    from sparkimg.spec import PypiSource
+    from sparkimg.store import Store
+
+    asked: list[str | None] = []
+
+    def newest(package: str, version: str | None, platform: str) -> _pypi.WheelPin:
+        asked.append(version)
+        return _pypi.WheelPin("six-1.17.0-py2.py3-none-any.whl", "https://x/six-1.17.0-py2.py3-none-any.whl",
+                              "4" * 64, "1.17.0")
+
+    monkeypatch.setattr(_pypi, "resolve", newest)
+    source = PypiSource("six", "six", "latest", None, None)
+    entry = lock_mod._source_spec(source)
+    pin = lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
+    assert asked == [None] and entry["version"] == "latest"
+    assert pin.kind == "pypi" and pin.version == "1.17.0" and pin.filename.startswith("six-1.17.0-")
+    assert lock_mod._source_pins("six", source, pin) == []
+    # A hand-edited lock cannot swap in another version's file under the version it resolved.
+    swapped = replace(pin, filename="six-1.16.0-py2.py3-none-any.whl")
+    assert any("not six 1.17.0" in p for p in lock_mod._source_pins("six", source, swapped))
+
+    def mislabelled(package: str, version: str | None, platform: str) -> _pypi.WheelPin:
+        return _pypi.WheelPin("six-1.16.0-py2.py3-none-any.whl", "https://x/w.whl", "4" * 64, "1.17.0")
+
+    monkeypatch.setattr(_pypi, "resolve", mislabelled)
+    with pytest.raises(ResolveError, match=r"not a wheel of version '1\.17\.0'"):
+        lock_mod._resolve_source(source, Store(tmp_path / "store"), "linux/arm64", entry)
+
+
+def test_a_renderer_that_fails_costs_the_page_not_the_night(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkimg.events import Collected
+    from sparkimg.nightly import html as page
+    from sparkimg.nightly.run import render_html
+
+    drift = report(_entry("20261203T020000Z"), [])
+    assert "sparkimg" in render_html(drift) and "<svg" in render_html(drift)  # the real page, plots inline
+
+    def broken(report: object) -> str:
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(page, "render", broken)
+    said = Collected()
+    assert render_html(drift, said).startswith("<!DOCTYPE html>")
+    assert "no fonts" in said.events[0].message
