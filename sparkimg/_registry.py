@@ -215,19 +215,55 @@ def _pick(index: dict[str, Any], platform: str, what: str) -> str:
 
 
 def _credentials(registry: str) -> tuple[str, str] | None:
-    """Basic credentials for the token endpoint from the Docker config, if any."""
-    config = docker_config()
+    """Basic credentials for ``registry`` from the Docker config, as the docker client finds them:
+    its credential helper for that registry (``credHelpers``), else its store (``credsStore``),
+    else the ``auths`` entry. A config or entry that cannot be read gives none (anonymous)."""
     try:
-        auths = loads(config.read_text()).get("auths", {})
+        config = loads(docker_config().read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(config, dict):
+        return None
     names = [registry, f"https://{registry}"] + (["https://index.docker.io/v1/"] if "docker.io" in registry else [])
+    helpers = config.get("credHelpers")
+    helper = (helpers.get(registry) if isinstance(helpers, dict) else None) or config.get("credsStore")
+    if isinstance(helper, str) and helper:
+        for name in names:
+            found = _from_helper(helper, name)
+            if found is not None:
+                return found
+    auths = config.get("auths")
     for name in names:
-        encoded = auths.get(name, {}).get("auth")
-        if encoded:
-            user, _, password = base64.b64decode(encoded).decode().partition(":")
+        entry = auths.get(name) if isinstance(auths, dict) else None
+        encoded = entry.get("auth") if isinstance(entry, dict) else None
+        if isinstance(encoded, str) and encoded:
+            try:
+                user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except ValueError:  # not base64, or not UTF-8: as docker, no credentials from it
+                return None
             return user, password
     return None
+
+
+def _from_helper(helper: str, server: str) -> tuple[str, str] | None:
+    """``docker-credential-HELPER get`` for ``server`` (the protocol every docker credential helper
+    speaks: the server on stdin, ``{"Username", "Secret"}`` on stdout); None when it has none."""
+    import shutil
+    import subprocess
+
+    program = shutil.which(f"docker-credential-{helper}") if re.fullmatch(r"[A-Za-z0-9_.-]+", helper) else None
+    if program is None:
+        return None
+    try:
+        answer = subprocess.run([program, "get"], input=server, capture_output=True, text=True, timeout=30,
+                                check=False)
+        found = loads(answer.stdout) if answer.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    user, secret = found.get("Username"), found.get("Secret")
+    return (user, secret) if isinstance(user, str) and isinstance(secret, str) and secret else None
 
 
 def _json_object(raw: bytes, url: str, what: str) -> dict[str, Any]:

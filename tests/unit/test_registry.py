@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +99,44 @@ def test_unknown_tag_is_404(server: tuple[str, list[str]]) -> None:
     with pytest.raises(ResolveError) as info:
         RegistryClient().resolve(f"{host}/vllm/nightly", "nope", "linux/arm64")
     assert "404" in info.value.message
+
+
+def _helper(folder: Path, name: str, server: str, answer: str) -> None:
+    """A docker credential helper that knows one server (a fake of the documented protocol)."""
+    folder.mkdir(exist_ok=True)
+    script = folder / f"docker-credential-{name}"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = get ] || exit 3\nread server\n"
+                      f"[ \"$server\" = '{server}' ] || {{ echo 'credentials not found' >&2; exit 1; }}\n"
+                      f"printf '%s' '{answer}'\n")
+    script.chmod(0o755)
+
+
+def test_credentials_come_from_the_helper_the_store_or_auths(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the docker client: credHelpers for the registry, else credsStore, else auths; a helper that
+    has nothing, or an entry that is not base64, gives no credentials rather than an error."""
+    import base64
+
+    from sparkimg._registry import _credentials
+
+    bin_dir, config = tmp_path / "bin", tmp_path / "docker"
+    config.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    _helper(bin_dir, "store", "127.0.0.1:5000", '{"ServerURL": "127.0.0.1:5000", "Username": "u", "Secret": "s"}')
+    _helper(bin_dir, "pass", "https://10.0.0.1:5000", '{"Username": "p", "Secret": "q"}')
+    plain = base64.b64encode(b"a:b").decode()
+
+    def configure(data: object) -> None:
+        (config / "config.json").write_text(json.dumps(data))
+
+    configure({"credsStore": "store", "credHelpers": {"10.0.0.1:5000": "pass"},
+               "auths": {"10.0.0.2:5000": {"auth": plain}, "10.0.0.3:5000": {"auth": "%%%"}}})
+    assert _credentials("127.0.0.1:5000") == ("u", "s")
+    assert _credentials("10.0.0.1:5000") == ("p", "q")  # its own helper, asked with the https:// name
+    assert _credentials("10.0.0.2:5000") == ("a", "b")  # the store has none: auths
+    assert _credentials("10.0.0.3:5000") is None
+    configure({"credsStore": "../../bin/sh", "auths": {"127.0.0.1:5000": {"auth": plain}}})
+    assert _credentials("127.0.0.1:5000") == ("a", "b")  # no helper outside PATH's docker-credential-*
+    configure(["not", "a", "config"])
+    assert _credentials("127.0.0.1:5000") is None
