@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine
+from .engine import Engine, is_podman
 from .errors import EngineError, FetchError, SparkimgError, UsageError
 from .events import Event, Kind, Phase, Reporter, silent
 from .formats import oci
@@ -182,6 +182,11 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
     # the others the archive holds are sent; one it leaves out must be in the engine already.
     previous = engine.inspect(name)
     have = set(chain_ids(previous.layers)) if previous is not None else set()
+    if is_podman(engine.client):  # podman takes no layer by chain: every layer goes in the archive it loads
+        have = set()
+        if absent := [d for d in layers if d not in files]:
+            raise LoadRefused(f"{path}: podman needs every layer in the file, and it leaves out {len(absent)} "
+                              "(the base's)", hint="save without --without-base for a podman node")
     chains = chain_ids(diff_ids)
     needed = {layers[i] for i, chain in enumerate(chains) if chain not in have and layers[i] in files}
     try:

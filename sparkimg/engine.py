@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -140,7 +141,9 @@ class Engine:
             if path is None:
                 problems.append(f"{candidate}: not found")
                 continue
-            args = [path, "version", "--format", _VERSION_FORMAT]
+            podman = is_podman(path)
+            # podman (no daemon) prints one version; docker a client's and its daemon's.
+            args = [path, "version", "--format", "{{.Version}}|{{.Version}}" if podman else _VERSION_FORMAT]
             try:
                 proc = _call(args)
             except EngineError as exc:
@@ -153,7 +156,7 @@ class Engine:
                 continue
             buildx: bool | None = None
             major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
-            if major >= _BUILTIN_BUILDKIT_BEFORE and client is None:
+            if major >= _BUILTIN_BUILDKIT_BEFORE and client is None and not podman:
                 buildx = _ok([path, "buildx", "version"])
                 if not buildx:
                     problems.append(f"{path} {version}: no buildx plugin and no built-in BuildKit")
@@ -244,7 +247,9 @@ class Engine:
         return info.labels
 
     def pull(self, reference: str) -> None:
-        _run([self.client, "pull", "-q", reference])
+        # docker reaches a registry on loopback over plain HTTP by itself; podman must be told.
+        plain = ["--tls-verify=false"] if is_podman(self.client) and _loopback(reference) else []
+        _run([self.client, "pull", "-q", *plain, reference])
 
     def tag(self, source: str, target: str) -> None:
         _run([self.client, "tag", source, target])
@@ -480,12 +485,29 @@ def alive(label: str) -> bool:
     return found is None or found == started  # unreadable: assume alive (hidepid); another start: pid reused
 
 
+def is_podman(client: str) -> bool:
+    """Whether the client is podman, whose CLI differs from docker's in a few places (version, pull)."""
+    return Path(client).name == "podman"
+
+
+def _loopback(reference: str) -> bool:
+    host = reference.split("/", 1)[0] if "/" in reference else ""
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name == "localhost" or name.startswith("127.") or name in ("[::1]", "::1")
+
+
 def _image_info(text: str, what: str) -> ImageInfo:
-    """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API)."""
+    """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API;
+    podman writes the ID without its ``sha256:``)."""
     try:
         data = loads(text)
+        if isinstance(data, list) and len(data) == 1:  # podman 4 prints the list `inspect` gives, format or not
+            data = data[0]
         labels = (data.get("Config") or {}).get("Labels") or {}
-        return ImageInfo(str(data["Id"]), {str(k): str(v) for k, v in labels.items()},
+        image_id = str(data["Id"])
+        if re.fullmatch(r"[0-9a-f]{64}", image_id):
+            image_id = "sha256:" + image_id
+        return ImageInfo(image_id, {str(k): str(v) for k, v in labels.items()},
                          tuple(str(d) for d in data.get("RepoDigests") or ()),
                          tuple(str(d) for d in (data.get("RootFS") or {}).get("Layers") or ()))
     except (ValueError, KeyError, TypeError, AttributeError):
