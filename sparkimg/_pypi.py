@@ -6,6 +6,8 @@ Using pip keeps the machine's own index configuration (mirrors, find-links, cert
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +22,10 @@ _PLATFORM_TAGS = {
                f"linux_{arch}"]
     for platform, arch in (("linux/arm64", "aarch64"), ("linux/amd64", "x86_64"))
 }
+
+
+# PEP 440's normalised pre-release and development markers: 2.0.0a1, 2.0.0b2, 2.0.0rc1, 1.0.dev3.
+_PRERELEASE = re.compile(r"\d(a|b|rc)\d+|\.dev\d+")
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,9 @@ def resolve(package: str, version: str | None, platform: str) -> WheelPin:
     wanted = package if version is None else f"{package}=={version}"
     args.append(wanted)
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+        # No pre-release, whatever PIP_PRE or a pip.conf says (``latest`` means the newest release).
+        env = {**os.environ, "PIP_PRE": "0"}
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ResolveError(f"pip could not resolve {wanted}: {exc}") from None
     if proc.returncode != 0:
@@ -57,6 +65,10 @@ def resolve(package: str, version: str | None, platform: str) -> WheelPin:
     if not sha256:
         raise ResolveError(f"{wanted}: the index gave no sha256 for {url}")
     chosen = str((item.get("metadata") or {}).get("version") or version or "")
+    if version is None and _PRERELEASE.search(chosen):
+        # pip falls back to a pre-release when a project has no release at all.
+        raise ResolveError(f"{package}: the newest version on the index is {chosen}, a pre-release; "
+                           "`version: latest` takes releases only", hint=f'pin it: version: "{chosen}"')
     return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256), chosen)
 
 
@@ -66,8 +78,6 @@ _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 def index_url() -> str:
     """The index sdists are looked up in: ``SPARKIMG_PYPI_INDEX``, else pip's ``PIP_INDEX_URL``, else PyPI."""
-    import os
-
     url = os.environ.get("SPARKIMG_PYPI_INDEX") or os.environ.get("PIP_INDEX_URL") or SIMPLE_INDEX
     return url if url.endswith("/") else url + "/"
 

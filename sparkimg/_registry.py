@@ -97,6 +97,10 @@ class RegistryClient:
             )
         return Resolved(index_digest, digest, config_digest, media_type, platform), config
 
+    def tagged(self, reference: str, tag: str) -> str:
+        """The digest of the manifest (or index) ``tag`` names now; ``ResolveError`` when none."""
+        return self._manifest(ImageRef.parse(reference), tag)[2]
+
     def manifest_bytes(self, reference: str, digest: str, *, accept: str = ", ".join(MANIFEST_TYPES)) -> bytes:
         """An image manifest by digest, bytes as served (checked against the digest)."""
         ref = ImageRef.parse(reference)

@@ -419,6 +419,12 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     if record is None:
         raise UsageError(f"{source}: the store has no image for key {key[:16] or '?'}",
                          hint="save on the machine that built it (same --store), after `sparkimg build`")
+    if (statement_facts.get("image.manifest_digest"), statement_facts.get("image.id")) != (
+            record.manifest_digest, record.config_digest):
+        raise UsageError(f"{envelope_path}: the receipt names manifest {statement_facts.get('image.manifest_digest')} "
+                         f"and config {statement_facts.get('image.id')}, not the store's image "
+                         f"{record.manifest_digest} / {record.config_digest}; every load would refuse the file",
+                         hint="pass the receipt the build of this image wrote")
     base_manifest = the_store.blob(record.base_manifest.split(":", 1)[1])
     base_config = str(statement_facts.get("base.config_digest") or "")
     if not base_manifest.is_file() or not base_config.startswith("sha256:") \

@@ -35,11 +35,12 @@ from .events import Event, Kind, Phase, Reporter, silent
 from .formats import oci
 from .formats.canonical import hex_of, sha256_prefixed
 from .signing.keys import PublicKey
-from .store import Store
+from .store import Store, fsync_dir
 
 _BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
 _FILES = ("oci-layout", "index.json", "manifest.json")
 MAX_DOCUMENT = 16 << 20  # index, manifests, config, receipt: never this large
+MAX_MEMBERS = 4096  # a saved image has a few dozen
 
 
 class LoadRefused(SparkimgError):
@@ -112,6 +113,7 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    fsync_dir(target.parent)
     digest = _sha256(target)
     left_out = tuple(base_layers) if without_base else ()
     report(Event(Phase.SAVE, f"saved {name} ({record.manifest_digest[:19]}) to {target}: {len(layers)} layer(s)"
@@ -164,7 +166,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
         config = _blob(files, config_digest, "the image config")
         image = oci.BaseImage(manifest, config)
         layers, diff_ids = [d.digest for d in image.layers], image.diff_ids
-        config_path, repo_tags, layer_paths = oci.docker_archive_layers(files["manifest.json"].read_bytes())
+        config_path, _names, layer_paths = oci.docker_archive_layers(files["manifest.json"].read_bytes())
     except FetchError as exc:
         raise LoadRefused(f"{path}: {exc.message}", hint=exc.hint) from None
     if len(layers) != len(diff_ids):
@@ -172,15 +174,19 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
     if config_path != oci.blob_path(config_digest) or layer_paths != [oci.blob_path(d) for d in layers]:
         raise LoadRefused(f"{path}: manifest.json (what `docker load` reads) is not the image the OCI index "
                           f"names ({entry.manifest.digest})")
-    _verified(envelope, key, recipe, work, entry.manifest.digest, config_digest, path, report)
-    name = tag or entry.name or (repo_tags[0] if repo_tags else "")
-    if not name:
-        raise UsageError(f"{path}: the archive names no image", hint="pass --tag REPO:TAG")
+    signed = _verified(envelope, key, recipe, work, entry.manifest.digest, config_digest, path, report)
+    # The name comes from the signed receipt (or the operator's --tag), never from the archive's own
+    # index.json or manifest.json, which no signature covers.
+    named = str(signed.get("image.reference") or "")
+    name = tag or named
+    if not name or name.startswith("-") or any(c.isspace() for c in name):
+        raise UsageError(f"{path}: no usable name to tag the image as ({name!r})", hint="pass --tag REPO:TAG")
     from .build.load import chain_ids, send
 
     # The layers the engine has under the name already (a previous version) need not be sent;
     # the others the archive holds are sent; one it leaves out must be in the engine already.
     previous = engine.inspect(name)
+    existed = engine.inspect(config_digest) is not None  # under another name: never removed below
     have = set(chain_ids(previous.layers)) if previous is not None else set()
     if is_podman(engine.client):  # podman takes no layer by chain: every layer goes in the archive it loads
         have = set()
@@ -199,7 +205,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
                           hint=("the archive leaves out the base's layers: pull the base on this node first, "
                                 "or save without --without-base") if absent else None) from None
     if info.id not in (config_digest, entry.manifest.digest) or (info.layers and tuple(info.layers) != diff_ids):
-        if previous is None or previous.id != info.id:
+        if not existed and (previous is None or previous.id != info.id):
             engine.remove_image(info.id)
         raise LoadRefused(f"{path}: the engine made {info.id} of it (layers {len(info.layers)}), not {config_digest}; "
                           "removed, nothing tagged")
@@ -215,7 +221,8 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
 
 
 def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, manifest_digest: str,
-              config_digest: str, path: Path, report: Reporter) -> None:
+              config_digest: str, path: Path, report: Reporter) -> dict[str, Any]:
+    """The verified receipt's facts; ``LoadRefused`` unless it verifies and names this manifest and config."""
     from .formats.canonical import loads
     from .formats.statement import Statement, facts
     from .receipts.verify import Request, verify
@@ -237,6 +244,7 @@ def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, 
                           hint="nothing was loaded: the archive is not the image its receipt speaks of")
     report(Event(Phase.LOAD, "receipt in the archive: signature, statement" + (", recipe" if recipe else "")
                  + " and subject verified"))
+    return found
 
 
 def _unpack(path: Path, work: Path) -> dict[str, Path]:
@@ -244,9 +252,19 @@ def _unpack(path: Path, work: Path) -> dict[str, Path]:
     checked against its name as it is written). Only regular files and folders at the layout's
     names are taken; a link, a device, another name, or a name twice refuses the archive."""
     found: dict[str, Path] = {}
+    budget = path.stat().st_size  # what the members may add up to: a tar holds its bytes, nothing more
     try:
         with tarfile.open(path, "r:") as archive:
-            for member in archive:
+            for count, member in enumerate(archive):
+                if count >= MAX_MEMBERS:
+                    raise LoadRefused(f"{path}: more than {MAX_MEMBERS} members; not an archive `sparkimg save` wrote")
+                if member.sparse is not None or member.type == tarfile.GNUTYPE_SPARSE or any(
+                        k.startswith("GNU.sparse") for k in member.pax_headers):
+                    # A sparse member is stored as holes and extracts as zeros: a tiny file could fill the disk.
+                    raise LoadRefused(f"{path}: {member.name!r} is a sparse member; `sparkimg save` writes none")
+                budget -= member.size
+                if budget < 0:
+                    raise LoadRefused(f"{path}: its members add up to more than the file's size")
                 name = member.name.removeprefix("./").rstrip("/")
                 if member.isdir() and name in ("", "blobs", "blobs/sha256"):
                     continue
@@ -271,8 +289,9 @@ def _unpack(path: Path, work: Path) -> dict[str, Path]:
                     raise LoadRefused(f"{path}: {name} does not hash to its name",
                                       hint="the file is damaged or was changed; nothing was loaded")
                 found[key] = target
-    except (OSError, tarfile.TarError) as exc:
-        raise UsageError(f"{path}: cannot read the archive: {exc}") from None
+    except (OSError, tarfile.TarError, ValueError, RecursionError) as exc:
+        raise LoadRefused(f"{path}: cannot read the archive: {exc}",
+                          hint="load an archive `sparkimg save` wrote; nothing was loaded") from None
     missing = [f for f in _FILES if f not in found]
     if missing:
         raise LoadRefused(f"{path}: not an archive `sparkimg save` wrote (no {', '.join(missing)})")

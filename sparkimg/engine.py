@@ -252,7 +252,7 @@ class Engine:
         _run([self.client, "pull", "-q", *plain, reference])
 
     def tag(self, source: str, target: str) -> None:
-        _run([self.client, "tag", source, target])
+        _run([self.client, "tag", "--", source, target])  # a name never read as an option
 
     def load(self, archive: Path) -> str:
         """``docker load`` a docker-archive tar; return what the engine said (the loaded names). Over

@@ -95,14 +95,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--without-base", action="store_true",
                    help="leave the base's layers out (the loading engine must have the base already)")
     p.add_argument("--receipt", type=Path, help="the receipt to put in it (default: the one `build` wrote)")
-    p.add_argument("--tag", metavar="REPO:TAG", help="the name it loads as (default: the receipt's image reference)")
+    p.add_argument("--tag", metavar="REPO:TAG", help="the name `docker load` gives it (default: the receipt's image "
+                   "reference; `sparkimg load` always names it as the receipt does, or as its own --tag says)")
     p = command("load", "verify the receipt in an archive `sparkimg save` wrote (key, recipe, subject), then "
                 "load the image into this engine and tag it; a receipt that does not verify loads nothing",
                 spec=False)
     p.add_argument("archive", type=Path, metavar="FILE")
     p.add_argument("--key", type=Path, required=True, metavar="PUB", help="the trusted public key")
     p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
-    p.add_argument("--tag", metavar="REPO:TAG", help="tag it so (default: the name in the archive)")
+    p.add_argument("--tag", metavar="REPO:TAG", help="tag it so (default: the image reference its signed receipt "
+                   "names; the archive's own names are not signed and not used)")
     p.add_argument("--receipt-out", type=Path, metavar="FILE",
                    help="keep the receipt that verified here (for verify-node and run-args)")
     p = command("build", "build the image: fetch, bounded compiles, assembly")

@@ -19,7 +19,7 @@ from ..formats.nightly import Entry
 from ..spec import Spec
 from ..store import write_atomic
 from .state import State
-from .tags import MOVING_TAG, engine_tag, point_engine, point_registry
+from .tags import MOVING_TAG, engine_tag, moved_back
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,37 @@ def rollback(spec: Spec, state: State, entry_id: str, engine: Engine) -> Rolled:
         if raw is None or sha256_prefixed(raw) != entry.lock_digest:
             raise UsageError(f"{state.folder(entry_id)}: its lock.json is missing or not the lock it built from",
                              hint="pick another known-good entry")
-        if engine.image_id(entry.image.reference) is None:
+        if entry.spec != spec.path.name or _spec_digest(raw) != spec.digest:
+            raise UsageError(f"nightly entry {entry_id} was built from {entry.spec} as it was then, not from "
+                             f"{spec.path} as it is now", hint="roll back with the state folder of this spec; "
+                             "after a spec change, build the entry's lock with its own spec")
+        found = engine.image_id(entry.image.reference)
+        if found is None:
             raise UsageError(f"{entry.image.reference}: the image of {entry_id} is no longer in this engine",
                              hint=f"pull it by digest ({entry.image.repository or 'its registry'}@"
                              f"{entry.image.manifest}) and tag it {entry.image.reference}, then roll back again")
+        if entry.image.config is not None and found not in (entry.image.config, entry.image.manifest):
+            raise UsageError(f"{entry.image.reference} is {found} in this engine, not the image {entry.image.config} "
+                             f"entry {entry_id} built", hint="pull the entry's image by digest and tag it so")
         tags = []
-        if entry.image.repository is not None and entry.image.manifest is not None:
-            point_registry(entry.image.repository, entry.image.manifest)
-            tags.append(f"{entry.image.repository}:{MOVING_TAG}")
-        point_engine(engine, spec, entry.image.reference)
-        tags.append(engine_tag(spec))
-        write_atomic(lock_mod.lock_path(spec), raw)
+        repository = entry.image.repository if entry.image.manifest is not None else None
+        with moved_back(engine, spec, repository) as move:
+            if repository is not None and entry.image.manifest is not None:
+                move.registry(entry.image.manifest)
+                tags.append(f"{repository}:{MOVING_TAG}")
+            move.engine(entry.image.reference)
+            tags.append(engine_tag(spec))
+            write_atomic(lock_mod.lock_path(spec), raw)
         state.set_current(entry_id)
         return Rolled(entry, lock_mod.lock_path(spec), tuple(tags))
+
+
+def _spec_digest(raw: bytes) -> str | None:
+    """The spec digest a lock's bytes record (None when they are no lock)."""
+    from ..formats.canonical import loads
+
+    try:
+        found = loads(raw).get("spec", {}).get("digest")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None

@@ -14,14 +14,14 @@ import html
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import lock as lock_mod
 from .._locations import signing_key_path
-from ..errors import SparkimgError, UsageError
+from ..errors import BusyError, SparkimgError, UsageError
 from ..events import Collected, Event, Kind, Phase, Reporter, silent
 from ..formats.canonical import pretty, sha256_prefixed
 from ..formats.intoto import rfc3339
@@ -96,6 +96,7 @@ class _Progress:
     lock_bytes: bytes | None = None
     receipt_bytes: bytes | None = None
     verify: dict[str, Any] | None = None
+    stage: str = "resolve"  # the stage under way: where an unforeseen error is recorded
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,9 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
     if options.push:
         target_of(options.push)
     state = State(options.state or default_folder(spec.path))
-    with state.locked():
+    # One night per spec at a time, whatever its state folder or store: the candidate lock sits beside
+    # the spec and the lock is the spec's.
+    with state.locked(), _spec_locked(spec):
         started = time.time()
         entry_id = state.new_id(started)
         said = Collected()
@@ -135,6 +138,9 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
             status = _night(spec, options, pipeline, state, entry_id, store, progress, tell, said)
         except _Failed as failed:
             status, stage, error = "failed", failed.stage, failed.error
+            tell(Event(Phase.NIGHTLY, f"nightly failed at {stage}: {error}", kind=Kind.WARNING))
+        except Exception as exc:  # unforeseen: still a failed night, recorded, with its hook
+            status, stage, error = "failed", progress.stage, one_line(f"{type(exc).__name__}: {exc}")
             tell(Event(Phase.NIGHTLY, f"nightly failed at {stage}: {error}", kind=Kind.WARNING))
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -159,12 +165,31 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
 
 
 def report_of(entry: Entry, state: State) -> dict[str, Any]:
-    return report(entry, state.entries())
+    return report(entry, state.entries(tolerant=True))
+
+
+@contextlib.contextmanager
+def _spec_locked(spec: Spec) -> Iterator[None]:
+    """An exclusive, non-blocking flock beside the spec (``SPEC.nightly.lock``)."""
+    import fcntl
+
+    path = spec.path.with_name(spec.path.name + ".nightly.lock")
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BusyError(f"{spec.path}: another sparkimg nightly of this spec is running (it holds {path})",
+                            hint="wait for it; two nights of one spec never run at once") from None
+        yield
 
 
 def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry_id: str, store: Store,
            progress: _Progress, tell: Reporter, said: Collected) -> str:
     """The stages; returns the status ("unchanged" or "built"), raises _Failed."""
+
+    def _stage(name: str, work: Callable[[], Any]) -> Any:
+        progress.stage = name
+        return _run_stage(name, work)
     current, candidate, changes = _stage("resolve", lambda: _resolve(spec, store, tell))
     progress.moved = [details(change, spec, store) for change in changes]
     raw = pretty(candidate.to_json())
@@ -205,11 +230,12 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     if pushed is not None:
         image = ImageOut(image.reference, image.manifest, image.config, image.size_bytes,
                          (*image.tags, *(f"{pushed.repository}:{t}" for t in pushed.tags)), pushed.repository)
-    progress.image = _stage("promote", lambda: _promote(spec, path, image, pipeline.engine(), tell))
+    in_place = current.digest if current is not None else None
+    progress.image = _stage("promote", lambda: _promote(spec, raw, in_place, image, pipeline.engine(), tell))
     return "built"
 
 
-def _stage(name: str, work: Callable[[], Any]) -> Any:
+def _run_stage(name: str, work: Callable[[], Any]) -> Any:
     """Run one stage; a SparkimgError (or a file that cannot be read or written) becomes the
     night's failure at ``name``."""
     try:
@@ -360,20 +386,32 @@ def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: s
                 receipt=built.receipt.path.read_bytes(), report=tell)
 
 
-def _promote(spec: Spec, path: Path, image: ImageOut, engine: Engine, tell: Reporter) -> ImageOut:
-    """The registry's moving tag, the engine's, then the lock (the candidate's bytes renamed onto
-    it, so the image key is the one just built)."""
-    from .tags import MOVING_TAG, engine_tag, point_engine, point_registry
+def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engine: Engine,
+             tell: Reporter) -> ImageOut:
+    """The registry's moving tag, the engine's, then the lock (the candidate's bytes written onto
+    it, so the image key is the one just built); all or nothing: should a step fail, the tags
+    already moved are put back where they were. The lock must still be the one the night resolved
+    from (a `sparkimg lock` run meanwhile is not overwritten)."""
+    from ..store import write_atomic
+    from .tags import MOVING_TAG, engine_tag, moved_back
 
-    tags = list(image.tags)
-    if image.repository is not None and image.manifest is not None:
-        point_registry(image.repository, image.manifest)
-        tags.append(f"{image.repository}:{MOVING_TAG}")
-    point_engine(engine, spec, image.reference)
-    tags.append(engine_tag(spec))
-    os.replace(path, lock_mod.lock_path(spec))
-    tell(Event(Phase.PUSH, f"promoted: {lock_mod.lock_path(spec).name} and {engine_tag(spec)} now name "
-               f"{image.reference}", kind=Kind.DONE))
+    lock = lock_mod.lock_path(spec)
+    now = sha256_prefixed(lock.read_bytes()) if lock.exists() else None
+    if now != in_place:
+        raise UsageError(f"{lock} changed while the night ran (it is {now}, the night resolved from {in_place})",
+                         hint="the night promotes nothing over a lock written meanwhile; the next night starts "
+                         "from the new lock")
+    repository = image.repository if image.manifest is not None else None
+    with moved_back(engine, spec, repository) as move:
+        tags = list(image.tags)
+        if repository is not None and image.manifest is not None:
+            move.registry(image.manifest)
+            tags.append(f"{repository}:{MOVING_TAG}")
+        move.engine(image.reference)
+        tags.append(engine_tag(spec))
+        write_atomic(lock, raw)
+    tell(Event(Phase.PUSH, f"promoted: {lock.name} and {engine_tag(spec)} now name {image.reference}",
+               kind=Kind.DONE))
     return ImageOut(image.reference, image.manifest, image.config, image.size_bytes, tuple(tags), image.repository)
 
 

@@ -131,13 +131,22 @@ class State:
             raise UsageError(f"{path}: not valid JSON ({exc})", hint="move the entry out of the state folder") from None
         return Entry.from_json(data, str(path))
 
-    def entries(self) -> list[Entry]:
-        """Every complete entry, oldest first (a folder without ``entry.json`` is not one)."""
+    def entries(self, *, tolerant: bool = False) -> list[Entry]:
+        """Every complete entry, oldest first (a folder without ``entry.json`` is not one). With
+        ``tolerant``, an entry that cannot be read (hand-edited, another version) is left out
+        instead of failing the whole list: a night's own record never hangs on an older one."""
         if not self.entries_dir.is_dir():
             return []
         ids = sorted((p.name for p in self.entries_dir.iterdir()
-                      if ENTRY_ID.match(p.name) and (p / ENTRY_FILE).is_file()), key=_order)
-        return [self.get(i) for i in ids]
+                      if ENTRY_ID.fullmatch(p.name) and (p / ENTRY_FILE).is_file()), key=_order)
+        found = []
+        for entry_id in ids:
+            try:
+                found.append(self.get(entry_id))
+            except UsageError:
+                if not tolerant:
+                    raise
+        return found
 
     def lock_bytes(self, entry_id: str) -> bytes | None:
         """The lock a built entry was built from, byte for byte; None when it kept none."""
@@ -154,7 +163,7 @@ class State:
         except (ValueError, AttributeError):
             raise UsageError(f"{path}: not a current-entry pointer",
                              hint="remove it; the next built night writes it again") from None
-        return found if isinstance(found, str) and ENTRY_ID.match(found) else None
+        return found if isinstance(found, str) and ENTRY_ID.fullmatch(found) else None
 
     def set_current(self, entry_id: str) -> None:
         write_atomic(self.root / "current.json", pretty({"entry": entry_id}))

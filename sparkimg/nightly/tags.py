@@ -3,11 +3,13 @@ build in service is found. Promotion and rollback move it; nothing else does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 
 from .._registry import MANIFEST_TYPES, ImageRef, RegistryClient
 from ..engine import Engine
-from ..errors import UsageError
+from ..errors import ResolveError, UsageError
 from ..spec import Spec
 
 MOVING_TAG = "nightly"
@@ -37,3 +39,46 @@ def point_registry(repository: str, manifest: str, *, client: RegistryClient | N
     media_type = json.loads(raw).get("mediaType") or MANIFEST_TYPES[0]
     client.send("PUT", ref, f"{ref.base_url}/manifests/{MOVING_TAG}", data=raw, ok=(201,), scope="pull,push",
                 headers={"Content-Type": str(media_type)})
+
+
+class _Mover:
+    """Moves the moving tags and remembers where they were (see ``moved_back``)."""
+
+    def __init__(self, engine: Engine, spec: Spec, repository: str | None) -> None:
+        self._engine, self._spec, self._repository = engine, spec, repository
+        self._undo: list[Callable[[], None]] = []
+
+    def registry(self, manifest: str) -> None:
+        assert self._repository is not None
+        repository, client = self._repository, RegistryClient()
+        try:
+            before: str | None = client.tagged(repository, MOVING_TAG)
+        except ResolveError:
+            before = None  # no moving tag yet: a registry cannot remove a tag, so it is left on the new one
+        point_registry(repository, manifest, client=client)
+        if before is not None and before != manifest:
+            self._undo.append(lambda: point_registry(repository, before, client=client))
+
+    def engine(self, reference: str) -> None:
+        tag = engine_tag(self._spec)
+        before = self._engine.image_id(tag)
+        point_engine(self._engine, self._spec, reference)
+        self._undo.append(lambda: self._engine.tag(before, tag) if before is not None
+                          else self._engine.remove_image(tag))
+
+    def undo(self) -> None:
+        for step in reversed(self._undo):
+            with contextlib.suppress(Exception):  # best effort: the original failure is what is reported
+                step()
+
+
+@contextlib.contextmanager
+def moved_back(engine: Engine, spec: Spec, repository: str | None) -> Iterator[_Mover]:
+    """Move the moving tags inside the block; should the block fail, each tag it moved is put back
+    where it was, so a failed promotion or rollback leaves the build in service named as it was."""
+    mover = _Mover(engine, spec, repository)
+    try:
+        yield mover
+    except BaseException:
+        mover.undo()
+        raise

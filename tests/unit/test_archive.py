@@ -82,3 +82,39 @@ def test_unpacking_checks_every_blob_and_refuses_what_is_not_a_layout(tmp_path: 
     with pytest.raises(LoadRefused, match="unexpected member"):
         _unpack(_tar(tmp_path / "stray.tar", [_file(n) for n in stray], stray), work)
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_sparse_member_or_one_larger_than_the_file_is_refused_before_it_is_written(tmp_path: Path) -> None:
+    """A sparse member extracts as zeros from a few bytes of holes (a 10 KiB file could fill the
+    store's disk), and no member of a plain tar is larger than the file holding it."""
+    sparse = tmp_path / "sparse.tar"
+    with tarfile.open(sparse, "w", format=tarfile.PAX_FORMAT) as out:
+        info = tarfile.TarInfo(oci.blob_path("sha256:" + "0" * 64))
+        info.pax_headers = {"GNU.sparse.size": str(1 << 40), "GNU.sparse.map": "0,0", "GNU.sparse.realsize":
+                            str(1 << 40)}
+        out.addfile(info, io.BytesIO(b""))
+    work = tmp_path / "w"
+    work.mkdir()
+    with pytest.raises(LoadRefused, match=r"sparse|more than the file"):
+        _unpack(sparse, work)
+    assert not list(work.iterdir())
+
+    big = tmp_path / "big.tar"
+    with tarfile.open(big, "w") as out:
+        out.addfile(tarfile.TarInfo("oci-layout"), io.BytesIO(b""))
+    data = bytearray(big.read_bytes())
+    header = tarfile.TarInfo("oci-layout")
+    header.size = 1 << 32
+    data[:512] = header.tobuf(format=tarfile.USTAR_FORMAT)[:512]
+    big.write_bytes(bytes(data))
+    with pytest.raises(LoadRefused, match="more than the file"):
+        _unpack(big, work)
+
+
+def test_an_unreadable_archive_is_a_refusal_not_a_traceback(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    for name, data in (("empty.tar", b""), ("junk.tar", b"\x00\x01" * 700), ("text.tar", b"[" * 20000)):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(LoadRefused):
+            _unpack(tmp_path / name, work)

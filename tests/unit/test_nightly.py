@@ -289,3 +289,89 @@ def test_a_renderer_that_fails_costs_the_page_not_the_night(monkeypatch: pytest.
     said = Collected()
     assert render_html(drift, said).startswith("<!DOCTYPE html>")
     assert "no fonts" in said.events[0].message
+
+
+# -- review fixes: all-or-nothing tags, tolerant history, one night per spec, releases only ------
+
+
+class _Tags:
+    """A stand-in engine that holds tags only (a fake is fine for the logic of putting tags back)."""
+
+    def __init__(self, tags: dict[str, str]) -> None:
+        self.tags = tags
+
+    def image_id(self, reference: str) -> str | None:
+        return self.tags.get(reference)
+
+    def tag(self, source: str, target: str) -> None:
+        self.tags[target] = self.tags.get(source, source)
+
+    def remove_image(self, reference: str) -> None:
+        self.tags.pop(reference, None)
+
+
+def test_a_failed_promotion_puts_the_moving_tag_back(project: Callable[[str], Path]) -> None:
+    from sparkimg.nightly.tags import engine_tag, moved_back
+
+    spec = load_spec(project(GOOD))
+    engine = _Tags({"new:1": "sha256:new", engine_tag(spec): "sha256:old"})
+    with pytest.raises(OSError, match="disk full"), moved_back(engine, spec, None) as move:  # type: ignore[arg-type]
+        move.engine("new:1")
+        assert engine.tags[engine_tag(spec)] == "sha256:new"
+        raise OSError("disk full")  # the lock write, say
+    assert engine.tags[engine_tag(spec)] == "sha256:old"
+    fresh = _Tags({"new:1": "sha256:new"})
+    with pytest.raises(RuntimeError), moved_back(fresh, spec, None) as move:  # type: ignore[arg-type]
+        move.engine("new:1")
+        raise RuntimeError
+    assert engine_tag(spec) not in fresh.tags  # there was none before: none after
+    with moved_back(engine, spec, None) as move:  # type: ignore[arg-type]
+        move.engine("new:1")
+    assert engine.tags[engine_tag(spec)] == "sha256:new"
+
+
+def test_one_unreadable_entry_does_not_cost_a_nights_report(tmp_path: Path) -> None:
+    from sparkimg.nightly.run import report_of
+
+    state = State(tmp_path / "state")
+    state.write(_entry("20261202T020000Z"), {})
+    folder = state.write(_entry("20261201T020000Z"), {})
+    (folder / "entry.json").write_text('{"schema": "sparkimg-nightly-entry/v9"}')
+    with pytest.raises(UsageError):
+        state.entries()
+    assert [e.entry for e in state.entries(tolerant=True)] == ["20261202T020000Z"]
+    drift = report_of(_entry("20261203T020000Z"), state)
+    assert [h["entry"] for h in drift["history"]] == ["20261202T020000Z"]
+
+
+def test_two_nightlies_of_one_spec_never_run_at_once(project: Callable[[str], Path]) -> None:
+    """Whatever their state folders: the candidate lock and the lock are the spec's."""
+    from sparkimg.nightly.run import _spec_locked
+
+    spec = load_spec(project(GOOD))
+    with _spec_locked(spec), pytest.raises(BusyError, match="another sparkimg nightly of this spec"), \
+            _spec_locked(spec):
+        pass
+    with _spec_locked(spec):
+        pass
+
+
+def test_latest_takes_releases_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip falls back to a pre-release when a project has no release (or PIP_PRE says so): refused."""
+    from sparkimg import _pypi
+    from sparkimg.errors import ResolveError
+
+    seen: dict[str, str | None] = {}
+
+    def pip(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen["PIP_PRE"] = kwargs["env"]["PIP_PRE"]  # type: ignore[index]
+        answer = {"install": [{"download_info": {"url": "https://x/p-2.0.0rc1-py3-none-any.whl", "archive_info": {
+            "hashes": {"sha256": "4" * 64}}}, "metadata": {"version": "2.0.0rc1"}}]}
+        return subprocess.CompletedProcess(args, 0, json.dumps(answer), "")
+
+    monkeypatch.setenv("PIP_PRE", "1")
+    monkeypatch.setattr(subprocess, "run", pip)
+    with pytest.raises(ResolveError, match=r"2\.0\.0rc1, a pre-release"):
+        _pypi.resolve("p", None, "linux/arm64")
+    assert seen["PIP_PRE"] == "0"
+    assert _pypi.resolve("p", "2.0.0rc1", "linux/arm64").version == "2.0.0rc1"  # an exact pin may name one
