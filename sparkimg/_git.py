@@ -68,9 +68,9 @@ def describe(repo: Path, commit: str) -> dict[str, str]:
     stamp, sep, subject = proc.stdout.strip().partition("\0")
     if proc.returncode != 0 or not sep or not stamp.isdigit():
         return {}
-    import time
+    from .formats.intoto import rfc3339
 
-    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(stamp))), "subject": subject}
+    return {"date": rfc3339(int(stamp)), "subject": subject}
 
 
 def archive(repo: Path, commit: str) -> Iterator[bytes]:

@@ -89,12 +89,7 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     done.append(_blob(client, to, record.config_digest, len(config), report, chunks=lambda: iter([config])))
     media_type = record.media_type
     for reference in (record.manifest_digest, *tags):
-        response = client.send("PUT", to, f"{to.base_url}/manifests/{reference}", data=manifest,
-                               headers={"Content-Type": media_type}, ok=(201,), scope="pull,push")
-        said = response.headers.get("Docker-Content-Digest")
-        if said and said != record.manifest_digest:
-            raise ResolveError(f"{to.registry}/{to.repository}:{reference}: the registry stored the manifest as "
-                               f"{said}, not {record.manifest_digest}")
+        put_manifest(client, to, reference, manifest, media_type, record.manifest_digest)
     attached = attach(client, to, oci.Descriptor(media_type, record.manifest_digest, len(manifest)), receipt,
                       store, report) if receipt is not None else None
     report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{record.manifest_digest} "
@@ -103,6 +98,17 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
                  figures={"sent": sum(b.sent for b in done)}))
     return Pushed(f"{to.registry}/{to.repository}", record.manifest_digest, record.config_digest, tuple(tags),
                   tuple(done), attached)
+
+
+def put_manifest(client: RegistryClient, to: ImageRef, reference: str, manifest: bytes, media_type: str,
+                 digest: str) -> None:
+    """PUT ``manifest`` under ``reference`` (its digest or a tag); the registry must store it as ``digest``."""
+    response = client.send("PUT", to, f"{to.base_url}/manifests/{reference}", data=manifest,
+                           headers={"Content-Type": media_type}, ok=(201,), scope="pull,push")
+    said = response.headers.get("Docker-Content-Digest")
+    if said and said != digest:
+        raise ResolveError(f"{to.registry}/{to.repository}:{reference}: the registry stored the manifest as "
+                           f"{said}, not {digest}")
 
 
 def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receipt: bytes, store: Store,

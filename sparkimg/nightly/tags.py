@@ -33,12 +33,12 @@ def point_engine(engine: Engine, spec: Spec, reference: str) -> str:
 def point_registry(repository: str, manifest: str, *, client: RegistryClient | None = None) -> None:
     """Point ``repository``'s moving tag at the manifest ``manifest`` it already holds (the
     manifest's bytes are read by digest and written again under the tag: its digest is unchanged)."""
+    from ..push import put_manifest
+
     client = client or RegistryClient()
-    ref = ImageRef.parse(repository)
     raw = client.manifest_bytes(repository, manifest)
     media_type = json.loads(raw).get("mediaType") or MANIFEST_TYPES[0]
-    client.send("PUT", ref, f"{ref.base_url}/manifests/{MOVING_TAG}", data=raw, ok=(201,), scope="pull,push",
-                headers={"Content-Type": str(media_type)})
+    put_manifest(client, ImageRef.parse(repository), MOVING_TAG, raw, str(media_type), manifest)
 
 
 class _Mover:
