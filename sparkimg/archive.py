@@ -252,6 +252,8 @@ def _unpack(path: Path, work: Path) -> dict[str, Path]:
     checked against its name as it is written). Only regular files and folders at the layout's
     names are taken; a link, a device, another name, or a name twice refuses the archive."""
     found: dict[str, Path] = {}
+    if not path.is_file():
+        raise UsageError(f"{path}: no such archive", hint="pass the file `sparkimg save` wrote")
     budget = path.stat().st_size  # what the members may add up to: a tar holds its bytes, nothing more
     try:
         with tarfile.open(path, "r:") as archive:

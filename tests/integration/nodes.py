@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,3 +128,21 @@ def nodes(count: int, folder: Path) -> Iterator[list[Node]]:
             for mount in sorted(mounts, reverse=True):
                 subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
             shutil.rmtree(node.root, ignore_errors=True)
+
+
+def signed_demo(folder: Path, *build_args: str) -> tuple[Path, Path, Callable[..., Any], Any]:
+    """The demo copied into ``folder/project``, locked and built with a new key ``folder/trusted``:
+    (spec, store, a runner of sparkimg on that store that asserts exit 0, the build's JSON)."""
+    from .helpers import copy_demo
+
+    demo, store = copy_demo(folder / "project"), folder / "store"
+
+    def run(*args: str) -> Any:
+        code, out, err = sparkimg(store, *args)
+        assert code == 0, err
+        return out
+
+    run("keygen", "--out", str(folder / "trusted"))
+    run("lock", str(demo))
+    built = run("build", str(demo), "--json", "--quiet", "--key", str(folder / "trusted.key"), *build_args)
+    return demo, store, run, built

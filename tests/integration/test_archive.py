@@ -26,8 +26,7 @@ from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 from tests.support import DEMO_BASE
 
-from .helpers import copy_demo
-from .nodes import Node, nodes, sparkimg
+from .nodes import Node, nodes, signed_demo, sparkimg
 
 
 @dataclass(frozen=True)
@@ -47,17 +46,7 @@ class Saved:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory, engine: Any, demo_base: str) -> Iterator[Saved]:
     folder = tmp_path_factory.mktemp("archive")
-    demo = copy_demo(folder / "project")
-    store = folder / "store"
-
-    def run(*args: str) -> Any:
-        code, out, err = sparkimg(store, *args)
-        assert code == 0, err
-        return out
-
-    run("keygen", "--out", str(folder / "trusted"))
-    run("lock", str(demo))
-    built = run("build", str(demo), "--json", "--quiet", "--key", str(folder / "trusted.key"))
+    demo, store, run, built = signed_demo(folder)
     full = run("save", str(demo), "-o", str(folder / "full.tar"), "--json")
     slim = run("save", built["receipt"], "-o", str(folder / "slim.tar"), "--without-base", "--json")
     try:
@@ -238,7 +227,8 @@ def test_sparkimg_load_and_pull_into_podman(saved: Saved, tmp_path: Path, monkey
 
         repo = f"127.0.0.1:5000/sparkimg-test/podman-{uuid.uuid4().hex[:8]}"
         monkeypatch.delenv("SPARKIMG_DOCKER")
-        code, _, err = sparkimg(saved.store, "push", saved.built["receipt"], "--to", repo, "--tag", "latest")
+        code, _, err = sparkimg(saved.store, "push", str(saved.folder / "project" / "layers" / "demo.yaml"),
+                                "--to", repo, "--tag", "latest")
         assert code == 0, err
         monkeypatch.setenv("SPARKIMG_DOCKER", "podman")
         code, pulled, err = sparkimg(store, "pull", f"{repo}:latest", "--key", saved.trusted, "--json")

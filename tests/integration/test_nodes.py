@@ -26,8 +26,7 @@ from sparkimg.push import attach
 from sparkimg.store import Store
 from tests.support import REGISTRY
 
-from .helpers import copy_demo
-from .nodes import Node, nodes, sparkimg
+from .nodes import Node, nodes, signed_demo, sparkimg
 
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 
@@ -56,18 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, engine: Any, demo_base: st
             registry: str) -> Iterator[Cluster]:
     """One build of the demo on the shared engine, pushed once; three nodes with nothing on them."""
     folder = tmp_path_factory.mktemp("nodes")
-    demo = copy_demo(folder / "project")
-    store = folder / "store"
-
-    def run(*args: str) -> Any:
-        code, out, err = sparkimg(store, *args)
-        assert code == 0, err
-        return out
-
-    run("keygen", "--out", str(folder / "trusted"))
-    run("lock", str(demo))
-    built = run("build", str(demo), "--json", "--quiet", "--key", str(folder / "trusted.key"), "--receipt",
-                str(folder / "v1.receipt.json"))
+    demo, store, run, built = signed_demo(folder, "--receipt", str(folder / "v1.receipt.json"))
     repository = f"{registry}/sparkimg-test/nodes-{uuid.uuid4().hex[:8]}"
     pushed = run("push", str(demo), "--to", repository, "--tag", "latest", "--receipt",
                  str(folder / "v1.receipt.json"), "--json")
