@@ -156,22 +156,19 @@ def dockerfile(spec_path: Path, *, store: Path | None = None, report: Reporter =
     from .build.assemble import labels
     from .build.dockerfile import dockerfile as text
     from .build.dockerfile import wheels
+    from .build.image import compile_records
     from .fetch import base_tag
-    from .plan import compute, layer_record
-    from .spec import CompileLayer
+    from .plan import compute
 
     the_store = _store(store)
     spec = load(spec_path, report, the_store)
     lock = lock_mod.load_checked(spec, the_store)
     plan = compute(spec, lock, the_store)
-    records = {}
-    for layer in spec.layers:
-        if isinstance(layer, CompileLayer):
-            record = layer_record(the_store, plan.layer(layer.name).key)
-            if record is None:
-                raise UsageError(f"plan --dockerfile: compile layer {layer.name} is not built yet; the Dockerfile "
-                                 "names the wheels it builds", hint=f"run `sparkimg build {spec_path}` first")
-            records[layer.name] = record
+    records = compile_records(plan, the_store)
+    for layer in plan.layers:
+        if layer.kind == "compile" and layer.name not in records:
+            raise UsageError(f"plan --dockerfile: compile layer {layer.name} is not built yet; the Dockerfile "
+                             "names the wheels it builds", hint=f"run `sparkimg build {spec_path}` first")
     return text(plan, base_tag(spec, lock), wheels(plan, records), labels(plan))
 
 
@@ -394,10 +391,8 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
     from .archive import save as save_archive
     from .build.assemble import image_record
-    from .formats.canonical import loads
     from .formats.oci import BaseImage
-    from .formats.statement import Statement, facts
-    from .signing import dsse
+    from .receipts.verify import receipt_facts
     from .spec.model import split_reference
 
     the_store = _store(store)
@@ -413,7 +408,7 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     if not envelope_path.is_file():
         raise UsageError(f"{envelope_path}: no receipt there; the archive carries one",
                          hint="build with --key (or pass --receipt FILE)")
-    statement_facts = facts(Statement.from_json(loads(dsse.read(envelope_path).payload), str(envelope_path)))
+    statement_facts = receipt_facts(envelope_path)
     key = str(statement_facts.get("image.key") or "")
     record = image_record(the_store, key) if key else None
     if record is None:

@@ -223,10 +223,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
 def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, manifest_digest: str,
               config_digest: str, path: Path, report: Reporter) -> dict[str, Any]:
     """The verified receipt's facts; ``LoadRefused`` unless it verifies and names this manifest and config."""
-    from .formats.canonical import loads
-    from .formats.statement import Statement, facts
-    from .receipts.verify import Request, verify
-    from .signing import dsse
+    from .receipts.verify import Request, receipt_facts, verify
 
     receipt = work / "receipt.json"
     receipt.write_bytes(envelope)
@@ -237,7 +234,7 @@ def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, 
     if not checked.ok:
         raise LoadRefused(f"{path}: the receipt in the archive does not verify: {'; '.join(checked.reasons())}",
                           hint="nothing was loaded; check the key and where the file came from")
-    found = facts(Statement.from_json(loads(dsse.read(receipt).payload), str(receipt)))
+    found = receipt_facts(receipt)
     if found.get("image.manifest_digest") != manifest_digest or found.get("image.id") != config_digest:
         raise LoadRefused(f"{path}: the receipt names manifest {found.get('image.manifest_digest')} and config "
                           f"{found.get('image.id')}; the archive holds {manifest_digest}, {config_digest}",

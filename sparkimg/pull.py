@@ -16,7 +16,7 @@ from typing import Any
 
 from ._registry import MANIFEST_TYPES, ImageRef, RegistryClient
 from .engine import Engine
-from .errors import EngineError, ResolveError, SparkimgError, UsageError
+from .errors import EngineError, FetchError, ResolveError, SparkimgError, UsageError
 from .events import Event, Kind, Phase, Reporter, silent
 from .formats import oci
 from .formats.canonical import sha256_prefixed
@@ -94,7 +94,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
                       recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
     """The newest attached receipt that verifies and names this manifest: its artifact digest
     and its facts. None verifying is a refusal listing why each failed."""
-    from .receipts.verify import Request, verify
+    from .receipts.verify import Request, receipt_facts, verify
 
     candidates = _receipts(client, ref, manifest_digest)
     if not candidates:
@@ -104,8 +104,8 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
     with tempfile.TemporaryDirectory(prefix="sparkimg-pull-") as folder:
         for artifact in reversed(candidates):
             try:
-                envelope = _receipt_blob(client, ref, artifact)
-            except (ResolveError, UsageError) as exc:
+                envelope = _receipt_blob(client, ref, artifact, manifest_digest)
+            except (ResolveError, FetchError, UsageError) as exc:
                 why.append(f"{artifact[:19]}: {exc.message}")
                 continue
             path = Path(folder) / f"{artifact.split(':')[1]}.receipt.json"
@@ -118,7 +118,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
             if not checked.ok:
                 why.append(f"{artifact[:19]}: {'; '.join(checked.reasons())}")
                 continue
-            facts = _facts(path)
+            facts = receipt_facts(path)
             if facts.get("image.manifest_digest") != manifest_digest:
                 why.append(f"{artifact[:19]}: names manifest {facts.get('image.manifest_digest')}, "
                            f"not {manifest_digest}")
@@ -146,22 +146,8 @@ def _receipts(client: RegistryClient, ref: ImageRef, manifest_digest: str) -> li
         return []
 
 
-def _receipt_blob(client: RegistryClient, ref: ImageRef, artifact: str) -> bytes:
+def _receipt_blob(client: RegistryClient, ref: ImageRef, artifact: str, manifest_digest: str) -> bytes:
     raw = client.manifest_bytes(f"{ref.registry}/{ref.repository}", artifact, accept=oci.OCI_MANIFEST)
-    document = oci.BaseImage(raw, b"{}").manifest_json
-    layers = document.get("layers")
-    if document.get("artifactType") != oci.RECEIPT_ARTIFACT or not isinstance(layers, list) or len(layers) != 1:
-        raise UsageError("not a sparkimg receipt artifact")
-    layer = oci.Descriptor.from_json(layers[0], "receipt artifact layer")
-    if layer.size > 16 << 20:
-        raise UsageError(f"the receipt is {layer.size} bytes; a receipt is never that large")
+    layer = oci.receipt_layer(raw, manifest_digest)
     return client.blob_bytes(f"{ref.registry}/{ref.repository}", layer.digest)
 
-
-def _facts(path: Path) -> dict[str, Any]:
-    from .formats.canonical import loads
-    from .formats.statement import Statement, facts
-    from .signing import dsse
-
-    envelope = dsse.read(path)
-    return facts(Statement.from_json(loads(envelope.payload), str(path)))

@@ -359,6 +359,9 @@ class LayoutEntry:
         return cls(manifest, name if isinstance(name, str) else "", receipt)
 
 
+RECEIPT_MAX = 16 << 20  # bytes of a DSSE receipt; one is a few KiB
+
+
 def receipt_layer(artifact: bytes, subject: str) -> Descriptor:
     """The DSSE envelope's descriptor in a receipt artifact whose ``subject`` must be ``subject``."""
     document = _object(artifact, "receipt artifact")
@@ -366,8 +369,11 @@ def receipt_layer(artifact: bytes, subject: str) -> Descriptor:
     if document.get("artifactType") != RECEIPT_ARTIFACT or not isinstance(layers, list) or len(layers) != 1:
         raise FetchError("receipt artifact: not a sparkimg receipt artifact")
     if Descriptor.from_json(document.get("subject"), "receipt artifact subject").digest != subject:
-        raise FetchError(f"receipt artifact: its subject is not the archive's image manifest {subject}")
-    return Descriptor.from_json(layers[0], "receipt artifact layer")
+        raise FetchError(f"receipt artifact: its subject is not the image manifest {subject}")
+    layer = Descriptor.from_json(layers[0], "receipt artifact layer")
+    if layer.size > RECEIPT_MAX:
+        raise FetchError(f"receipt artifact: the receipt is {layer.size} bytes; a receipt is never that large")
+    return layer
 
 
 def docker_archive_layers(manifest_json: bytes) -> tuple[str, list[str], list[str]]:

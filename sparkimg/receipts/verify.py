@@ -90,6 +90,12 @@ class Request:
     node: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
 
 
+def receipt_facts(path: Path) -> dict[str, Any]:
+    """The dotted facts of the statement in the receipt at ``path``, its signature not checked
+    (``verify`` checks it): what save, load and pull read of a receipt."""
+    return facts(Statement.from_json(loads(dsse.read(path).payload), str(path)))
+
+
 def verify(request: Request, *, store: Store | None = None,
            local_image: Callable[[str], tuple[str, dict[str, str]] | None] | None = None) -> Report:
     """Run every asked-for check; ``local_image`` maps a reference to (image ID, labels) when
