@@ -89,9 +89,10 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     from sparkimg import lock as lock_mod
     from sparkimg.build.assemble import labels
     from sparkimg.build.dockerfile import write_context
+    from sparkimg.build.image import compile_records
     from sparkimg.engine import Engine
     from sparkimg.fetch import base_tag
-    from sparkimg.plan import compute, layer_record
+    from sparkimg.plan import compute
     from sparkimg.spec import load_spec
     from sparkimg.store import Store
 
@@ -100,8 +101,7 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     store = Store(store_root)
     engine = Engine.connect()
     plan = compute(spec, lock, store)
-    records = {layer.name: record for layer in plan.layers
-               if layer.kind == "compile" and (record := layer_record(store, layer.key)) is not None}
+    records = compile_records(plan, store)
     context = work / "context"
     write_context(plan, base_tag(spec, lock), records, store, context)
     command = [engine.client] + (["buildx", "build", "--load"] if engine.buildx else ["build"])

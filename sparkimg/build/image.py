@@ -77,7 +77,8 @@ def described(result: BuildResult, store: Store, engine: Engine, report: Reporte
                    engine=_engine_info(engine, BUILDER if result.oci is not None else engine.builder))
 
 
-def _records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
+def compile_records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
+    """The store's record of each compile layer of the plan that is built (those not built are absent)."""
     found = {layer.name: layer_record(store, plan.layer(layer.name).key) for layer in plan.spec.layers
              if isinstance(layer, CompileLayer)}
     return {name: record for name, record in found.items() if record is not None}
@@ -101,7 +102,7 @@ def build(
         from .assemble import image_record
 
         plan = compute(spec, lock, store, image_built=True).all_cached()
-        return BuildResult(plan, plan.image_ref, image_id, records=_records(plan, store), started=started,
+        return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
                            finished=time.time(), engine={"client": engine.version},
                            oci=_matching(image_record(store, plan.image.key), image_id))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
