@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import lock as lock_mod
 from .._locations import signing_key_path
-from ..errors import BusyError, SparkimgError, UsageError
+from ..errors import SparkimgError, UsageError
 from ..events import Collected, Event, Kind, Phase, Reporter, silent
 from ..formats.canonical import pretty, sha256_prefixed
 from ..formats.intoto import rfc3339
 from ..formats.nightly import Entry, ImageOut, LayerRun, Moved, report
 from ..spec import CompileLayer, Spec
 from .moving import Change, details, layer_changes, moved, moving_inputs
-from .state import LOCK_FILE, State, default_folder
+from .state import LOCK_FILE, State, alone, default_folder
 
 if TYPE_CHECKING:
     from ..build.bounds import Overrides
@@ -171,15 +171,9 @@ def report_of(entry: Entry, state: State) -> dict[str, Any]:
 @contextlib.contextmanager
 def _spec_locked(spec: Spec) -> Iterator[None]:
     """An exclusive, non-blocking flock beside the spec (``SPEC.nightly.lock``)."""
-    import fcntl
-
     path = spec.path.with_name(spec.path.name + ".nightly.lock")
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BusyError(f"{spec.path}: another sparkimg nightly of this spec is running (it holds {path})",
-                            hint="wait for it; two nights of one spec never run at once") from None
+    with alone(path, f"{spec.path}: another sparkimg nightly of this spec is running (it holds {path})",
+               "wait for it; two nights of one spec never run at once"):
         yield
 
 

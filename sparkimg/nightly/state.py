@@ -46,6 +46,18 @@ def _order(entry_id: str) -> tuple[str, int]:
     return stem, int(suffix or 0)
 
 
+@contextlib.contextmanager
+def alone(path: Path, busy: str, hint: str) -> Iterator[None]:
+    """A non-blocking exclusive flock on ``path`` (dropped by the kernel if we die); ``BusyError``
+    with ``busy`` and ``hint`` when another process holds it."""
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BusyError(busy, hint=hint) from None
+        yield
+
+
 class State:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -56,12 +68,8 @@ class State:
         """Hold the state folder alone (a non-blocking flock, dropped by the kernel if we die), and
         sweep what dead writers left; BusyError when another process holds it."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "a") as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise BusyError(f"{self.root}: another sparkimg nightly (or promote, rollback) is using this state "
-                                "folder", hint="wait for it to finish; a timer run will try again next night") from None
+        with alone(self.root / "lock", f"{self.root}: another sparkimg nightly (or promote, rollback) is using this "
+                   "state folder", "wait for it to finish; a timer run will try again next night"):
             self.sweep()
             yield
 
