@@ -47,6 +47,12 @@ def http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str
     return _request(socket_path, f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode(), None, timeout)
 
 
+def http_call(socket_path: str, method: str, path: str, timeout: float = 60) -> tuple[int, str]:
+    """One HTTP/1.0 request with no body (``POST /images/create``, ``DELETE /images/REF``)."""
+    head = f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Length: 0\r\n\r\n"
+    return _request(socket_path, head.encode(), None, timeout)
+
+
 def http_post_file(socket_path: str, path: str, body: Path, content_type: str,
                    timeout: float = 600) -> tuple[int, str]:
     """One HTTP/1.0 POST of a file's bytes over a unix socket (``docker load`` is ``POST /images/load``)."""

@@ -252,7 +252,32 @@ class Engine:
         _run([self.client, "pull", "-q", *plain, reference])
 
     def tag(self, source: str, target: str) -> None:
-        _run([self.client, "tag", "--", source, target])  # a name never read as an option
+        if self.api_socket is None:
+            _run([self.client, "tag", "--", source, target])  # a name never read as an option
+            return
+        from urllib.parse import quote, urlencode
+
+        repository, tag = split_tag(target)
+        self._api("POST", f"/images/{quote(source, safe='/:@')}/tag?{urlencode({'repo': repository, 'tag': tag})}",
+                  f"tag {source} {target}")
+
+    def untag(self, reference: str) -> None:
+        """Remove one name of an image and nothing else (the image stays while it has another)."""
+        if self.api_socket is None:
+            _run([self.client, "image", "rm", "--no-prune", "--", reference])
+            return
+        from urllib.parse import quote
+
+        self._api("DELETE", f"/images/{quote(reference, safe='/:@')}?noprune=1", f"untag {reference}")
+
+    def pull_plain(self, reference: str, timeout: float = 3600) -> None:
+        """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull
+        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known."""
+        from urllib.parse import urlencode
+
+        name, _, digest = reference.partition("@")
+        query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
+        self._api("POST", f"/images/create?{query}", f"pull {reference}", timeout=timeout)
 
     def load(self, archive: Path) -> str:
         """``docker load`` a docker-archive tar; return what the engine said (the loaded names). Over
@@ -266,21 +291,16 @@ class Engine:
         except (OSError, ValueError) as exc:
             raise EngineError(f"the container engine failed: POST /images/load on {self.api_socket}: {exc}",
                               hint=_NOT_RUNNING_HINT) from None
-        said = []
-        for text in body.splitlines():
-            try:
-                message = loads(text) if text.strip() else {}
-            except ValueError:
-                message = {"stream": text}
-            if not isinstance(message, dict):
-                continue
-            if status != 200 or message.get("error") or message.get("errorDetail"):
-                said_error = message.get("error") or message.get("message") or text
-                raise EngineError(f"the engine refused the image: {said_error}")
-            said.append(str(message.get("stream", "")).strip())
-        if status != 200:
-            raise EngineError(f"the engine refused the image: POST /images/load answered {status}")
-        return "\n".join(s for s in said if s)
+        return _streamed(status, body, "the engine refused the image", "POST /images/load")
+
+    def _api(self, method: str, path: str, what: str, timeout: float = 60) -> str:
+        assert self.api_socket is not None
+        try:
+            status, body = engine_api.http_call(self.api_socket, method, path, timeout)
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: {method} {path} on {self.api_socket}: {exc}",
+                              hint=_NOT_RUNNING_HINT) from None
+        return _streamed(status, body, f"{what}: the engine refused", f"{method} {path}", ok=(200, 201))
 
     def remove_image(self, reference: str) -> None:
         _ok([self.client, "image", "rm", "-f", reference])
@@ -604,3 +624,31 @@ def _ok(args: list[str]) -> bool:
         return _call(args, timeout=120).returncode == 0
     except EngineError:
         return False
+
+
+def split_tag(reference: str) -> tuple[str, str]:
+    """``repo[:tag]`` as the API's ``repo`` and ``tag`` (``latest`` when none is given)."""
+    slash = reference.rfind("/")
+    colon = reference.rfind(":")
+    if colon > slash:
+        return reference[:colon], reference[colon + 1:]
+    return reference, "latest"
+
+
+def _streamed(status: int, body: str, refused: str, request: str, ok: tuple[int, ...] = (200,)) -> str:
+    """The lines of a daemon's answer, whose JSON stream (load, pull) can carry an error after a 200;
+    raises ``EngineError`` with the daemon's words for one."""
+    said = []
+    for text in body.splitlines():
+        try:
+            message = loads(text) if text.strip() else {}
+        except ValueError:
+            message = {"stream": text}
+        if not isinstance(message, dict):
+            continue
+        if status not in ok or message.get("error") or message.get("errorDetail"):
+            raise EngineError(f"{refused}: {message.get('error') or message.get('message') or text}")
+        said.append(str(message.get("stream") or message.get("status") or "").strip())
+    if status not in ok:
+        raise EngineError(f"{refused}: {request} answered {status}")
+    return "\n".join(s for s in said if s)

@@ -1,5 +1,8 @@
-"""Put an assembled image into the local engine with ``docker load``, sending only the layers
-the engine lacks.
+"""Put an assembled image into the local engine, sending only the layers the engine lacks.
+
+A local Docker daemon pulls it from a one-shot loopback registry (``handoff``): it skips each
+layer it has by blob digest and applies the others in process. Where that fails (podman, a
+remote or rootless daemon, a layer the engine lost), the image goes in by ``docker load``.
 
 A ``docker load`` archive is ``manifest.json``, the config and the layer blobs. Docker's
 classic store skips a layer whose chain it already has without opening its file (moby
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from ..engine import Engine, ImageInfo
 from ..errors import BuildError, EngineError
-from ..events import Event, Phase, Reporter
+from ..events import Event, Kind, Phase, Reporter
 from ..formats import oci
 from ..formats.canonical import hex_of
 from ..store import Store
@@ -46,6 +49,13 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
          known: Iterable[str], report: Reporter) -> Loaded:
     """Load ``record`` into the engine as ``tag``; ``known`` names images the engine may have whose
     layers need not be sent."""
+    if engine.api_socket is not None:
+        try:
+            return _handoff(engine, store, record, base, tag, report)
+        except (EngineError, OSError) as exc:
+            why = exc.message if isinstance(exc, EngineError) else str(exc)
+            report(Event(Phase.ASSEMBLE, f"load {tag}: the daemon did not pull from loopback ({why}); "
+                         "loading an archive instead", "image", Kind.LOG))
     have: set[str] = set()
     for reference in known:
         info = engine.inspect(reference)
@@ -68,6 +78,32 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
                          hint="sparkimg loads into Docker's classic image store (overlay2), which takes the "
                          "base's layers by chain; the containerd image store and podman need the base's layer "
                          "blobs in the archive, which sparkimg does not write yet") from None
+
+
+def _handoff(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
+             report: Reporter) -> Loaded:
+    """Have the daemon pull the image from the store through a loopback registry, then give it
+    ``tag`` and drop the registry's name for it."""
+    from . import handoff
+
+    digests = [record.config_digest, *(d.digest for d in base.layers),
+               *(layer.descriptor.digest for layer in record.layers)]
+    blobs = {d: store.blob(hex_of(d)) for d in digests if store.has(hex_of(d))}
+    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
+    with handoff.registry(manifest, record.manifest_digest, record.media_type, record.config_digest,
+                          blobs) as (reference, served):
+        engine.pull_plain(reference)
+    try:
+        engine.tag(reference, tag)
+    finally:
+        engine.untag(reference)
+    report(Event(Phase.ASSEMBLE, f"load {tag}: {served.layers_sent} of {len(digests) - 1} layer(s) sent",
+                 "image", figures={"sent": served.layers_sent, "bytes": served.bytes_sent}))
+    info = engine.inspect(tag)
+    if info is None or info.id not in (record.config_digest, record.manifest_digest):
+        raise BuildError(f"{tag}: the engine holds {info.id if info else 'nothing'}, not config "
+                         f"{record.config_digest} / manifest {record.manifest_digest}")
+    return Loaded(info.id, served.layers_sent)
 
 
 def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,

@@ -184,3 +184,55 @@ def test_a_stamped_no_op_answers_without_the_pipeline_and_any_change_goes_the_wh
     code, rebuilt, _ = cli(capsys, store, "build", str(demo), "--json")
     assert code == 0 and len(calls) == 2 and cached(rebuilt)["image"] is False
     engine.remove_image(rebuilt["image"]["reference"])
+
+
+def test_the_daemon_pulls_the_image_from_a_loopback_registry_and_keeps_no_name_from_it(
+    demo: Path, tmp_path: Path, engine: Engine, demo_base: str
+) -> None:
+    from sparkimg import api
+    from sparkimg.events import Collected, Kind, Phase
+
+    store = tmp_path / "store"
+    api.lock(demo, store=store)
+    events = Collected()
+    built = api.build(demo, store=store, report=events)
+    assert not [e for e in events.of(Phase.ASSEMBLE, Kind.LOG) if "archive" in e.message]  # no fallback
+    record = built.result.oci
+    assert record is not None and built.result.image_id in (record.config_digest, record.manifest_digest)
+    info = engine.inspect(built.result.image_ref)
+    assert info is not None and info.id == built.result.image_id
+    assert not [name for name in info.repo_digests if "sparkimg-handoff" in name]  # the registry's name is dropped
+    engine.remove_image(built.result.image_ref)
+
+
+def test_a_pull_the_daemon_cannot_finish_falls_back_to_a_load(
+    demo: Path, tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loopback registry withholds the new layers (as a daemon that cannot reach it would
+    fail): the real daemon's pull fails, and the image goes in by ``docker load`` all the same."""
+    from contextlib import contextmanager
+
+    from sparkimg import api
+    from sparkimg.build import handoff
+    from sparkimg.events import Collected, Kind, Phase
+
+    real = handoff.registry
+
+    @contextmanager
+    def withholding(manifest: bytes, manifest_digest: str, media_type: str, config_digest: str,
+                    blobs: dict[str, Path]) -> Any:
+        with real(manifest, manifest_digest, media_type, config_digest, {config_digest: blobs[config_digest]}) as got:
+            yield got
+    monkeypatch.setattr(handoff, "registry", withholding)
+    store = tmp_path / "store"
+    api.lock(demo, store=store)
+    events = Collected()
+    started = time.monotonic()
+    built = api.build(demo, store=store, report=events)
+    fallback = [e.message for e in events.of(Phase.ASSEMBLE, Kind.LOG) if "archive" in e.message]
+    assert len(fallback) == 1 and "did not pull from loopback" in fallback[0], fallback
+    assert [e.figures["sent"] for e in events.of(Phase.ASSEMBLE) if "sent" in e.figures] == [3]
+    info = engine.inspect(built.result.image_ref)
+    assert info is not None and info.id == built.result.image_id
+    assert time.monotonic() - started < 120  # the daemon gave up on the missing blob without long retries
+    engine.remove_image(built.result.image_ref)

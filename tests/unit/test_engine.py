@@ -267,3 +267,13 @@ def test_a_remembered_client_is_not_probed_again_until_the_binary_changes(tmp_pa
     script.write_text(script.read_text() + "\n")  # another binary at the same path
     Engine.connect(client=str(script), remember=remember)
     assert len(calls(script)) > probes
+
+
+@pytest.mark.parametrize(("reference", "split"), [
+    ("sparkimg/demo:abc", ("sparkimg/demo", "abc")), ("sparkimg/demo", ("sparkimg/demo", "latest")),
+    ("127.0.0.1:5000/x/y", ("127.0.0.1:5000/x/y", "latest")), ("127.0.0.1:5000/x/y:1", ("127.0.0.1:5000/x/y", "1")),
+])
+def test_a_tag_target_splits_as_the_api_takes_it(reference: str, split: tuple[str, str]) -> None:
+    from sparkimg.engine import split_tag
+
+    assert split_tag(reference) == split
