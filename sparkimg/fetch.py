@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from . import _git, _tree
+from . import _tree
 from .errors import EngineError, FetchError, ResolveError
 from .events import Event, Phase, Reporter, silent
 from .formats.lock import PathPin, PypiPin, SourcePin
@@ -64,12 +64,13 @@ def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseIm
     """The pinned base's manifest and config bytes, from the store or else its registry (checked
     against the lock's digests). Its layers are not downloaded: the engine has them (``fetch_base``)
     and the image's manifest names them by their descriptors."""
-    from ._registry import RegistryClient
     from .formats.oci import BaseImage
 
     base = lock.base
     manifest_hex, config_hex = base.manifest_digest.split(":", 1)[1], base.config_digest.split(":", 1)[1]
     if not (store.has(manifest_hex) and store.has(config_hex)):
+        from ._registry import RegistryClient
+
         report(Event(Phase.FETCH, f"base manifest {base.repository}@{base.manifest_digest}"))
         client = RegistryClient()
         try:
@@ -128,6 +129,8 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     record = store.read_record("git", entry.commit)
     if record and store.has(record["archive"]):
         return str(record["archive"])
+    from . import _git  # a git source not yet in the store
+
     report(Event(Phase.FETCH, f"archive {entry.url} {entry.commit[:12]}"))
     repo = _git.mirror(store, entry.url)
     pin = _git.resolve(repo, entry.url, None, entry.commit)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, _git, _pypi, _tree
+from . import __version__, _tree
 from . import patches as patches_mod
 from ._files import MiB, read_input
 from .errors import LockError, ResolveError
@@ -285,7 +285,9 @@ def _source_pins(name: str, source: GitSource | PypiSource, pin: SourcePin) -> l
         # ``version: latest`` pins whichever version the lock found: the file must be that version's.
         version = pin.version if source.moving else source.version
         if source.dist == "sdist":
-            matches = _pypi.sdist_filename_matches(pin.filename, source.package, version)
+            from ._pypi import sdist_filename_matches
+
+            matches = sdist_filename_matches(pin.filename, source.package, version)
         else:
             matches = wheel_name_version(pin.filename) == (_norm(source.package), version)
         wrong = [f"package {pin.package} (spec: {source.package})"
@@ -330,6 +332,8 @@ def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
 
 def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
                     entry_spec: dict[str, Any]) -> SourcePin:
+    from . import _git, _pypi  # resolving only: a build reads the lock
+
     if isinstance(source, GitSource):
         repo = _git.mirror(store, source.url)
         pin = _git.resolve(repo, source.url, source.ref, source.commit)

@@ -7,6 +7,7 @@ Only argparse is imported before the arguments are parsed, so ``sparkimg --versi
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 
 from ..errors import SparkimgError
@@ -14,7 +15,7 @@ from .parser import parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     if args.command == "build":
         from .quick import noop_build
 

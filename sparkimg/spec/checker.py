@@ -8,7 +8,6 @@ line, the dotted field, and how to fix it, with "did you mean" for a misspelt ke
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,6 +26,8 @@ def type_name(value: Any) -> str:
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The choice ``word`` most likely misspells, if any is close enough."""
+    import difflib  # only for a word that is wrong
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return close[0] if close else None
 

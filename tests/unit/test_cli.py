@@ -14,7 +14,7 @@ import pytest
 
 from sparkimg import __version__
 from sparkimg.cli import main
-from sparkimg.cli.parser import EXAMPLES, parser
+from sparkimg.cli.parser import EXAMPLES, chosen, parser
 from sparkimg.cli.render import JsonLinesReporter
 from sparkimg.events import Event, Kind, Phase
 
@@ -50,9 +50,21 @@ def test_every_command_has_an_example_the_parser_accepts(command: str, capsys: p
     assert invocations, EXAMPLES[command]
     for words in invocations:
         assert parser().parse_args(words).command == command, words
+        # the parser built for this command line alone reads it as the whole parser does
+        assert parser(words).parse_args(words) == parser().parse_args(words), words
+        for front in (["--debug", "--store", "build"], ["--store=/s", "--json-logs"]):
+            assert parser([*front, *words]).parse_args([*front, *words]) == parser().parse_args([*front, *words])
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert EXAMPLES[command] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--sto", "build", "lock", "s.yaml"], ["--version"], [], ["nope"],
+                                  ["--store"], ["--json-logs", "-h", "build"]])
+def test_a_command_line_naming_no_command_first_builds_every_command(argv: list[str]) -> None:
+    assert chosen(argv) is None
+    subcommands = next(a for a in parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(subcommands.choices) == _commands()
 
 
 def test_no_example_names_a_command_that_does_not_exist() -> None:
