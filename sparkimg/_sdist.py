@@ -11,6 +11,7 @@ import posixpath
 import tarfile
 from pathlib import Path, PurePosixPath
 
+from ._tars import open_archive
 from .errors import BuildError
 
 MAX_MEMBERS = 500_000
@@ -126,7 +127,7 @@ def _walk(start: list[str], target: str, links: set[str]) -> str | None:
 def unpack(blob: Path, target: Path, *, strip: bool, what: str) -> None:
     """Unpack the archive ``blob`` (tar, tar.gz) into ``target``; ``strip`` removes an sdist's top folder."""
     try:
-        with tarfile.open(blob) as archive:
+        with open_archive(blob) as archive:
             archive.extractall(target, members=members(archive, what, strip=strip), filter="data")
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BuildError(f"{what}: cannot unpack: {exc}", hint="check the pinned file") from None
@@ -139,7 +140,7 @@ def read_members(blob: Path, wanted: set[str], *, strip: bool, what: str,
     of the archive is read at its target); an absent one is left out."""
     found: dict[str, bytes] = {}
     try:
-        with tarfile.open(blob) as archive:
+        with open_archive(blob) as archive:
             checked = {m.name: m for m in members(archive, what, strip=strip)}
             for name in sorted(wanted):
                 member = checked.get(name)

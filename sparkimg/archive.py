@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ._tars import open_archive
 from .engine import Engine, is_podman
 from .errors import EngineError, FetchError, SparkimgError, UsageError
 from .events import Event, Kind, Phase, Reporter, silent
@@ -253,7 +254,7 @@ def _unpack(path: Path, work: Path) -> dict[str, Path]:
         raise UsageError(f"{path}: no such archive", hint="pass the file `sparkimg save` wrote")
     budget = path.stat().st_size  # what the members may add up to: a tar holds its bytes, nothing more
     try:
-        with tarfile.open(path, "r:") as archive:
+        with open_archive(path, "r:") as archive:
             for count, member in enumerate(archive):
                 if count >= MAX_MEMBERS:
                     raise LoadRefused(f"{path}: more than {MAX_MEMBERS} members; not an archive `sparkimg save` wrote")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from .._tars import open_archive
 from ..errors import BuildError
 from ..formats.oci import Descriptor, Layer
 from ..store import CHUNK, Store
@@ -216,17 +217,21 @@ def _compressed(record: dict[str, object] | None, diff_id: str) -> tuple[str, in
 def read_members(blob: Path) -> dict[str, tuple[tarfile.TarInfo, str | None]]:
     """A layer blob's members: path -> (header, sha256 of its content for a regular file)."""
     found: dict[str, tuple[tarfile.TarInfo, str | None]] = {}
-    with tarfile.open(blob, mode="r:*") as archive:
-        for info in archive:
-            digest = None
-            if info.isreg():
-                handle = archive.extractfile(info)
-                assert handle is not None
-                hashed = hashlib.sha256()
-                while chunk := handle.read(CHUNK):
-                    hashed.update(chunk)
-                digest = hashed.hexdigest()
-            found[info.name] = (info, digest)
+    try:
+        with open_archive(blob) as archive:
+            for info in archive:
+                digest = None
+                if info.isreg():
+                    handle = archive.extractfile(info)
+                    assert handle is not None
+                    hashed = hashlib.sha256()
+                    while chunk := handle.read(CHUNK):
+                        hashed.update(chunk)
+                    digest = hashed.hexdigest()
+                found[info.name] = (info, digest)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BuildError(f"layer blob {blob.name}: cannot read it: {exc}",
+                         hint="the store's copy is damaged; remove it and build again") from None
     return found
 
 
