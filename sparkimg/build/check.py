@@ -231,8 +231,7 @@ def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Differenc
             elif name not in ours:
                 found.append(Difference(layer, f"compile {layer}", where, "only in second"))
             else:
-                da = hashlib.sha256(za.read(name)).hexdigest()
-                db = hashlib.sha256(zb.read(name)).hexdigest()
+                da, db = _zip_member_sha256(za, name), _zip_member_sha256(zb, name)
                 if da != db:
                     found.append(Difference(layer, f"compile {layer}", where, "content", f"sha256 {da} != {db}"))
                 elif _zip_meta(ours[name]) != _zip_meta(theirs[name]):
@@ -244,6 +243,16 @@ def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Differenc
                                     "the same members in another order" if order else
                                     "the same members: compressed or zip headers written otherwise"))
     return found
+
+
+def _zip_member_sha256(archive: zipfile.ZipFile, name: str) -> str:
+    """A member's sha256, read in pieces: a wheel out of a compile container may hold a member
+    that inflates to more than memory holds."""
+    hashed = hashlib.sha256()
+    with archive.open(name) as member:
+        while chunk := member.read(1 << 20):
+            hashed.update(chunk)
+    return hashed.hexdigest()
 
 
 def _zip_meta(info: zipfile.ZipInfo) -> str:
