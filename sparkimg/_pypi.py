@@ -12,7 +12,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from ._http import read_within
 from .errors import ResolveError
+from .formats.canonical import loads
 
 # pip takes --platform tags literally (no older glibc versions implied), so every manylinux_2_N a
 # wheel may carry is listed, newest first (NVIDIA's CUDA wheels are manylinux_2_27, for one).
@@ -73,6 +75,7 @@ def resolve(package: str, version: str | None, platform: str) -> WheelPin:
 
 
 SIMPLE_INDEX = "https://pypi.org/simple/"
+PROJECT_PAGE_MAX = 64 << 20  # a PEP 691 project page; torch's, with every file of every release, is a few MiB
 _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 
@@ -108,9 +111,13 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
     full = f"{index_url()}{normalise(package)}/"
     url, auth = _without_credentials(full)  # a token in PIP_INDEX_URL goes in a header, never a lock or message
     try:
-        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60, auth=auth)
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60, auth=auth, stream=True)
     except requests.RequestException as exc:
         raise ResolveError(f"{url}: {exc.__class__.__name__}") from None
+    if response.status_code == 200:
+        read_within(response, PROJECT_PAGE_MAX, url)
+    else:
+        response.close()
     if response.status_code == 404:
         raise ResolveError(f"no project {package!r} on {_without_credentials(index_url())[0]}",
                            hint="check the package name")
@@ -118,7 +125,7 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
         raise ResolveError(f"{url}: HTTP {response.status_code} ({response.headers.get('Content-Type')}); "
                            "the index must serve the JSON simple API (PEP 691)")
     try:
-        files = response.json()["files"]
+        files = loads(response.content)["files"]
     except (ValueError, KeyError, TypeError):
         raise ResolveError(f"{url}: not a PEP 691 project page") from None
     found = [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)
@@ -143,9 +150,10 @@ def upload_time(package: str, filename: str) -> str | None:
 
     url, auth = _without_credentials(f"{index_url()}{normalise(package)}/")
     try:
-        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth)
-        files = response.json()["files"] if response.status_code == 200 else []
-    except (requests.RequestException, ValueError, KeyError, TypeError):
+        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth, stream=True)
+        files = loads(read_within(response, PROJECT_PAGE_MAX, url))["files"] if response.status_code == 200 else []
+        response.close()
+    except (requests.RequestException, ResolveError, ValueError, KeyError, TypeError):
         return None
     for item in files if isinstance(files, list) else []:
         if isinstance(item, dict) and item.get("filename") == filename:

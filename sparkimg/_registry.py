@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within
 from ._locations import docker_config
 from .errors import ResolveError
 from .formats.canonical import loads
@@ -113,7 +114,7 @@ class RegistryClient:
     def blob_bytes(self, reference: str, digest: str) -> bytes:
         """A (small) blob by digest, checked against the digest."""
         ref = ImageRef.parse(reference)
-        raw = self._get(ref, f"{ref.base_url}/blobs/{digest}", {}).content
+        raw = self._get(ref, f"{ref.base_url}/blobs/{digest}", {}, limit=CONFIG_MAX).content
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
             raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
         return bytes(raw)
@@ -133,19 +134,20 @@ class RegistryClient:
         return body, str(body.get("mediaType") or media_type), digest
 
     def _blob_json(self, ref: ImageRef, digest: str) -> dict[str, Any]:
-        response = self._get(ref, f"{ref.base_url}/blobs/{digest}", {})
+        response = self._get(ref, f"{ref.base_url}/blobs/{digest}", {}, limit=CONFIG_MAX)
         if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
             raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
         return _json_object(response.content, f"{ref.base_url}/blobs/{digest}", "image config")
 
-    def _get(self, ref: ImageRef, url: str, headers: dict[str, str]) -> requests.Response:
-        return self.send("GET", ref, url, headers=headers)
+    def _get(self, ref: ImageRef, url: str, headers: dict[str, str], *, limit: int = DOCUMENT_MAX) -> requests.Response:
+        return self.send("GET", ref, url, headers=headers, limit=limit)
 
     def send(self, method: str, ref: ImageRef, url: str, *, headers: dict[str, str] | None = None,
              data: bytes | None = None, ok: tuple[int, ...] = (200,), scope: str = "pull",
-             stream: bool = False) -> requests.Response:
+             stream: bool = False, limit: int = DOCUMENT_MAX) -> requests.Response:
         """One request with the registry's auth: on a 401 the challenge is answered once (a bearer
-        token for ``scope`` on this repository, or basic credentials) and the request sent again."""
+        token for ``scope`` on this repository, or basic credentials) and the request sent again.
+        Unless ``stream``, the body is read here, refused past ``limit`` bytes (``_http``)."""
         import requests
 
         key = f"{ref.registry}/{ref.repository}/{scope}"
@@ -155,19 +157,22 @@ class RegistryClient:
                 sent["Authorization"] = self._tokens[key]
             try:
                 response = self.session.request(method, url, headers=sent, data=data, timeout=self.timeout,
-                                                stream=stream, allow_redirects=method in ("GET", "HEAD"))
+                                                stream=True, allow_redirects=method in ("GET", "HEAD"))
             except requests.RequestException as exc:
                 raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
                                    hint="check the registry address and that it is running") from None
             if response.status_code == 401 and attempt == 0:
+                response.close()
                 self._tokens[key] = self._authorization(ref, response.headers.get("WWW-Authenticate", ""), scope)
                 continue
             if response.status_code in ok:
+                if not stream and method != "HEAD":  # a HEAD's Content-Length is the blob's, with no body
+                    read_within(response, limit, url)
                 return response
             if response.status_code == 404 and method == "GET":
                 raise ResolveError(f"{url}: not found (404)", hint="check the repository and tag; "
                                    "a registry may stop serving an old digest")
-            said = response.text.strip()[:200] if not stream else ""
+            said = error_text(response)
             raise ResolveError(f"{method} {url}: HTTP {response.status_code}" + (f": {said}" if said else ""))
         raise ResolveError(f"{url}: still unauthorized after token auth",
                            hint="log in with `docker login` so the Docker config holds credentials")
@@ -193,13 +198,17 @@ class RegistryClient:
 
         auth = _credentials(ref.registry)
         try:
-            response = self.session.get(realm, params=fields, auth=auth, timeout=self.timeout)
+            response = self.session.get(realm, params=fields, auth=auth, timeout=self.timeout, stream=True)
         except requests.RequestException as exc:
             raise ResolveError(f"{realm}: token request failed: {exc}") from None
         if response.status_code != 200:
+            response.close()
             raise ResolveError(f"{realm}: token request returned HTTP {response.status_code}")
-        data = response.json()
-        token = data.get("token") or data.get("access_token")
+        try:
+            data = loads(read_within(response, TOKEN_MAX, realm))
+        except ValueError:
+            raise ResolveError(f"{realm}: the token response is not JSON") from None
+        token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
         if not token:
             raise ResolveError(f"{realm}: no token in the response")
         return str(token)

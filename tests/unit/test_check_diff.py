@@ -12,13 +12,19 @@ from sparkimg.build.check import _zip_differences
 MiB = 1 << 20
 
 
+def member_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, (2020, 2, 2, 0, 0, 0))  # both wheels alike but for one byte
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
 def wheel(path: Path, last: bytes) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("pkg/big.bin", "w", force_zip64=True) as member:
+        with archive.open(member_info("pkg/big.bin"), "w", force_zip64=True) as member:
             for _ in range(96):
                 member.write(b"\0" * MiB)
             member.write(last)
-        archive.writestr("pkg/__init__.py", b"")
+        archive.writestr(member_info("pkg/__init__.py"), b"")
     return path
 
 
