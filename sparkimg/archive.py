@@ -80,12 +80,16 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     base_layers = [d.digest for d in base.layers]
     layers = [*([] if without_base else base_layers), *(layer.descriptor.digest for layer in record.layers)]
     client: RegistryClient | None = None
+    sizes = {d.digest: d.size for d in base.layers}
     for digest in layers:
         if not store.has(hex_of(digest)):  # a base layer the store has not seen: from the base's registry
+            if digest not in sizes:
+                raise FetchError(f"layer {digest} of the image is not in the store",
+                                 hint="build the spec again: the build writes its layers into the store")
             client = client or RegistryClient()
             report(Event(Phase.FETCH, f"base layer {digest[:19]} from {base_repository}"))
-            store.put_stream(client_stream(client, ImageRef.parse(base_repository), digest), expected=hex_of(digest),
-                             what=f"base layer {digest}")
+            store.put_stream(client_stream(client, ImageRef.parse(base_repository), digest, sizes[digest]),
+                             expected=hex_of(digest), what=f"base layer {digest}")
     artifact = oci.receipt_artifact(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), receipt)
     documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact)}
     index = oci.layout_index(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), name,

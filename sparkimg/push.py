@@ -81,7 +81,7 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     for descriptor in base.layers:
         done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
                           mount_from=base_ref.repository if base_ref.registry == to.registry else None,
-                          chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest)))
+                          chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest, d.size)))
     for layer in record.layers:
         digest = layer.descriptor.digest
         done.append(_blob(client, to, digest, layer.descriptor.size, report,
@@ -195,11 +195,18 @@ def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
             yield chunk
 
 
-def client_stream(client: RegistryClient, ref: ImageRef, digest: str) -> Iterator[bytes]:
-    """A base layer from its registry, checked against its digest as it streams."""
+def client_stream(client: RegistryClient, ref: ImageRef, digest: str, size: int) -> Iterator[bytes]:
+    """A base layer from its registry, checked against its digest as it streams and cut off once
+    it passes the ``size`` its descriptor gives (a server that never ends would fill the disk)."""
     response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
     hashed = hashlib.sha256()
+    received = 0
     for chunk in response.iter_content(CHUNK):
+        received += len(chunk)
+        if received > size:
+            response.close()
+            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} is longer than its "
+                               f"descriptor's {size} bytes", hint="the registry serves other bytes; nothing was kept")
         hashed.update(chunk)
         yield chunk
     if "sha256:" + hashed.hexdigest() != digest:

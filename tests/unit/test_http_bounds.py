@@ -129,3 +129,12 @@ def test_an_endless_project_page_is_refused(server: str, monkeypatch: pytest.Mon
     took, peak = refused(lambda: _pypi.resolve_sdist("flashinfer-python", "0.6.1"), f"sent more than {8 * MiB}")
     assert took < 20 and peak < 32 * MiB, (took, peak)
     assert _pypi.upload_time("flashinfer-python", "x.tar.gz") is None
+
+
+def test_a_layer_longer_than_its_descriptor_is_cut_off(server: str) -> None:
+    from sparkimg._registry import ImageRef
+    from sparkimg.push import client_stream
+
+    stream = client_stream(RegistryClient(), ImageRef.parse(f"{server}/sparkimg/demo"), "sha256:" + "0" * 64, MiB)
+    took, peak = refused(lambda: sum(len(chunk) for chunk in stream), f"longer than its descriptor's {MiB} bytes")
+    assert took < 20 and peak < 16 * MiB, (took, peak)
