@@ -19,7 +19,7 @@ from .formats.canonical import loads
 # pip takes --platform tags literally (no older glibc versions implied), so every manylinux_2_N a
 # wheel may carry is listed, newest first (NVIDIA's CUDA wheels are manylinux_2_27, for one).
 _GLIBC_MINORS = range(39, 16, -1)
-_PLATFORM_TAGS = {
+PLATFORM_TAGS = {
     platform: [*(f"manylinux_2_{minor}_{arch}" for minor in _GLIBC_MINORS), f"manylinux2014_{arch}",
                f"linux_{arch}"]
     for platform, arch in (("linux/arm64", "aarch64"), ("linux/amd64", "x86_64"))
@@ -38,14 +38,17 @@ class WheelPin:
     version: str = ""  # the version pip chose (what ``latest`` resolved to)
 
 
-def resolve(package: str, version: str | None, platform: str) -> WheelPin:
+def resolve(package: str, version: str | None, platform: str, *, python: str | None = None) -> WheelPin:
     """The wheel pip would install for ``package==version`` on ``platform``; with ``version`` None,
-    for the newest version on the index (pip's own choice: no pre-releases, yanked files skipped)."""
+    for the newest version on the index (pip's own choice: no pre-releases, yanked files skipped).
+    ``python`` (3.12.3) is the base's CPython; without it pip picks for the Python running it."""
     args = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
             "--only-binary=:all:", "--quiet", "--report", "-", "--disable-pip-version-check"]
-    for tag in _PLATFORM_TAGS.get(platform, []):
+    for tag in PLATFORM_TAGS.get(platform, []):
         args += ["--platform", tag]
-    if platform in _PLATFORM_TAGS:
+    if python is not None:
+        args += ["--python-version", ".".join(python.split(".")[:2]), "--implementation", "cp"]
+    if platform in PLATFORM_TAGS or python is not None:
         args += ["--target", "/nonexistent-sparkimg-target"]
     wanted = package if version is None else f"{package}=={version}"
     args.append(wanted)

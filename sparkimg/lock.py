@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from . import __version__, _tree
 from . import patches as patches_mod
 from ._files import MiB, read_input
 from .errors import LockError, ResolveError
-from .events import Event, Phase, Reporter, silent
+from .events import Event, Kind, Phase, Reporter, silent
 from .formats.canonical import loads, pretty, sha256_prefixed
 from .formats.intoto import rfc3339
 from .formats.lock import (
@@ -132,6 +133,7 @@ def resolve(
                        resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform)
 
     sources: dict[str, SourcePin] = {}
+    python = base_python(store, base.config_digest)
     for name, source in spec.sources.items():
         if isinstance(source, PathSource):
             sources[name] = _path_entry(spec, source)
@@ -142,7 +144,11 @@ def resolve(
             sources[name] = before
             continue
         report(Event(Phase.RESOLVE, f"resolving source {name}"))
-        sources[name] = _resolve_source(source, store, platform, entry_spec)
+        if isinstance(source, PypiSource) and source.dist == "wheel" and python is None:
+            report(Event(Phase.RESOLVE, f"sources.{name}: the base's Python is not known yet (a build asks it); "
+                         f"resolving for this machine's {sys.version.split()[0]}, and the build checks the wheel "
+                         "against the base's", kind=Kind.LOG))
+        sources[name] = _resolve_source(source, store, platform, entry_spec, python=python)
 
     patches = {p.name: _patch_entry(spec, p) for p in spec.patches}
     commit_times = [pin.committed for pin in sources.values() if isinstance(pin, GitPin)]
@@ -330,8 +336,17 @@ def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
     return entry
 
 
+def base_python(store: Store, config_digest: str) -> str | None:
+    """The base's Python version (3.12.3) as a build of it asked its interpreter (``pyscheme``,
+    remembered by the store); None when no build has asked this base yet."""
+    from ._schemes import remembered
+
+    scheme = remembered(store, config_digest)
+    return scheme.python_version if scheme is not None else None
+
+
 def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
-                    entry_spec: dict[str, Any]) -> SourcePin:
+                    entry_spec: dict[str, Any], *, python: str | None = None) -> SourcePin:
     from . import _git, _pypi  # resolving only: a build reads the lock
 
     if isinstance(source, GitSource):
@@ -341,7 +356,7 @@ def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
     if source.dist == "sdist":
         pin_ = _pypi.resolve_sdist(source.package, source.version)
     else:
-        pin_ = _pypi.resolve(source.package, None if source.moving else source.version, platform)
+        pin_ = _pypi.resolve(source.package, None if source.moving else source.version, platform, python=python)
     version = pin_.version if source.moving else source.version
     if source.moving and wheel_name_version(pin_.filename) != (_norm(source.package), version):
         raise ResolveError(f"sources.{source.name}: the newest {source.package} on the index is {pin_.filename}, "

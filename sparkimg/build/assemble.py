@@ -132,7 +132,7 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
 def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
            scheme_of: Callable[[], BaseScheme]) -> list[_Work]:
     """The new layers, in order: one per spec layer, then one per baked patch set."""
-    from .pyscheme import QUERY, record_name
+    from .._schemes import QUERY, record_name
 
     # What the base's scheme and folder links are is a function of the base and the query.
     scheme = record_name(plan.lock.base.config_digest, QUERY.read_bytes())
@@ -151,7 +151,7 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
                 raise BuildError(f"layer {spec_layer.name}: installs {dist}, which layer {installed[dist]} "
                                  "installs already", hint="install each distribution in one layer only")
             installed[dist] = spec_layer.name
-        works.append(_wheel_work(spec_layer.name, wheels, scheme, store, scheme_of))
+        works.append(_wheel_work(spec_layer.name, wheels, scheme, plan.lock.platform, store, scheme_of))
     for set_name, entry in sorted(plan.lock.patches.items()):
         if entry.mode != "bake":
             continue
@@ -180,12 +180,14 @@ def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[l
     return found
 
 
-def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, store: Store,
+def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platform: str, store: Store,
                 scheme_of: Callable[[], BaseScheme]) -> _Work:
-    from .wheels import installer_version, stage_wheels
+    from .wheels import check_fits, installer_version, stage_wheels
 
     def entries(root: Path) -> list[layer_mod.Entry]:
         scheme = scheme_of()
+        for filename, _ in wheels:
+            check_fits(filename, scheme, platform)
         folder = root.parent / "wheels"
         folder.mkdir(parents=True)
         paths = []

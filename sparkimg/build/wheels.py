@@ -184,6 +184,34 @@ def _normalise_modes(root: Path) -> None:
                 os.chmod(path, 0o755 if mode & 0o111 else 0o644)
 
 
+def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
+    """Refuse a wheel the base's interpreter cannot use: built for another Python or ABI (a cp311
+    wheel in a 3.12 image imports nowhere) or another platform. pip checks this when it installs;
+    pypa/installer does not. The base is taken to be CPython, with the manylinux glibc range the
+    lock resolves wheels for (``_pypi.PLATFORM_TAGS``)."""
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    from .._pypi import PLATFORM_TAGS
+
+    try:
+        tags = parse_wheel_filename(wheel)[3]
+    except InvalidWheelFilename as exc:
+        raise BuildError(f"wheel {wheel}: not a wheel file name ({exc})",
+                         hint="pin the wheel under its own file name") from None
+    major, minor = scheme.python_version.split(".")[:2]
+    version = (int(major), int(minor))
+    platforms = PLATFORM_TAGS.get(platform, [])
+    supported = {*cpython_tags(version, platforms=platforms), *compatible_tags(version, platforms=platforms)}
+    if not tags & supported:
+        shown = ", ".join(sorted(str(t) for t in tags))
+        raise BuildError(f"wheel {wheel} ({shown}) does not fit the base's Python {scheme.python_version} "
+                         f"on {platform}",
+                         hint=f"pin a wheel built for cp{version[0]}{version[1]} on {platform} (`filename:` in "
+                         "the source), or re-lock it: `sparkimg lock --update NAME` resolves wheels for the "
+                         "base's Python once a build has asked it")
+
+
 def stage_wheels(wheels: Sequence[Path], scheme: BaseScheme, root: Path) -> Staged:
     """Install ``wheels`` (no dependencies, no bytecode) into the staging ``root`` (absent or empty).
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from sparkimg._schemes import RECORDS, record_name
 from sparkimg.build import _scheme_query as query
-from sparkimg.build.pyscheme import RECORDS, base_scheme, record_name
+from sparkimg.build.pyscheme import base_scheme
 from sparkimg.build.wheels import Staged, stage_wheels
 from sparkimg.engine import RunResult
 from sparkimg.errors import BuildError

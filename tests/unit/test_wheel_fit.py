@@ -1,0 +1,80 @@
+"""A wheel layer takes only wheels the base's CPython can use, and the lock resolves wheels for
+the base's Python once a build has asked it (pip checks tags when it installs; pypa/installer
+does not, and pip run on this machine picks for this machine's Python)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sparkimg import _pypi
+from sparkimg import lock as lock_mod
+from sparkimg._schemes import QUERY, RECORDS, record_name
+from sparkimg.build.wheels import check_fits
+from sparkimg.errors import BuildError
+from sparkimg.formats.scheme import BaseScheme
+from sparkimg.store import Store
+
+PATHS = {k: f"/usr/local/lib/python3.12/{k}" for k in ("purelib", "platlib", "headers", "scripts", "data")}
+PY312 = BaseScheme("/usr/bin/python3", "3.12.3", PATHS, ())
+CONFIG = "sha256:" + "c" * 64
+
+
+@pytest.mark.parametrize("wheel, platform", [
+    ("six-1.16.0-py2.py3-none-any.whl", "linux/arm64"),
+    ("PyYAML-6.0.2-cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "linux/arm64"),
+    ("cryptography-43.0.0-cp39-abi3-manylinux_2_28_aarch64.whl", "linux/arm64"),
+    ("numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "linux/amd64"),
+    ("flashinfer_jit_cache-0.6.1-py3-none-manylinux_2_28_aarch64.whl", "linux/arm64"),
+])
+def test_a_wheel_the_base_can_use_fits(wheel: str, platform: str) -> None:
+    check_fits(wheel, PY312, platform)
+
+
+@pytest.mark.parametrize("wheel, platform", [
+    ("PyYAML-6.0.2-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "linux/arm64"),
+    ("PyYAML-6.0.2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "linux/arm64"),
+    ("PyYAML-6.0.2-cp312-cp312-musllinux_1_1_aarch64.whl", "linux/arm64"),
+    ("cryptography-43.0.0-cp313-abi3-manylinux_2_28_aarch64.whl", "linux/arm64"),
+])
+def test_a_wheel_for_another_python_or_platform_is_refused_naming_both(wheel: str, platform: str) -> None:
+    with pytest.raises(BuildError, match=rf"wheel {wheel.split('-')[0]}.* does not fit the base's Python 3\.12\.3 on "
+                       rf"{platform}") as info:
+        check_fits(wheel, PY312, platform)
+    assert "cp312" in (info.value.hint or "")
+
+
+def test_a_name_that_is_no_wheel_is_refused() -> None:
+    with pytest.raises(BuildError, match="not a wheel file name"):
+        check_fits("six.zip", PY312, "linux/arm64")
+
+
+def test_the_lock_knows_the_base_python_once_a_build_asked_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    assert lock_mod.base_python(store, CONFIG) is None
+    store.write_record(RECORDS, record_name(CONFIG, QUERY.read_bytes()), PY312.to_json())
+    assert lock_mod.base_python(store, CONFIG) == "3.12.3"
+    store.write_record(RECORDS, record_name(CONFIG, QUERY.read_bytes()), {"schema": "damaged"})
+    assert lock_mod.base_python(store, CONFIG) is None
+
+
+def test_pip_is_asked_for_the_base_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def pip(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(args)
+        answer = {"install": [{"download_info": {"url": "https://x/p-1.0-cp312-cp312-linux_aarch64.whl",
+                                                 "archive_info": {"hashes": {"sha256": "4" * 64}}},
+                               "metadata": {"version": "1.0"}}]}
+        return subprocess.CompletedProcess(args, 0, json.dumps(answer), "")
+
+    monkeypatch.setattr(subprocess, "run", pip)
+    _pypi.resolve("p", "1.0", "linux/arm64", python="3.12.3")
+    _pypi.resolve("p", "1.0", "linux/arm64")
+    with_python, without = seen
+    assert with_python[with_python.index("--python-version") + 1] == "3.12"
+    assert with_python[with_python.index("--implementation") + 1] == "cp"
+    assert "--python-version" not in without
