@@ -36,6 +36,7 @@ class WheelPin:
     url: str
     sha256: str
     version: str = ""  # the version pip chose (what ``latest`` resolved to)
+    size: int | None = None  # bytes, as the index gives them; None when it does not say
 
 
 def resolve(package: str, version: str | None, platform: str, *, python: str | None = None) -> WheelPin:
@@ -74,7 +75,27 @@ def resolve(package: str, version: str | None, platform: str, *, python: str | N
         # pip falls back to a pre-release when a project has no release at all.
         raise ResolveError(f"{package}: the newest version on the index is {chosen}, a pre-release; "
                            "`version: latest` takes releases only", hint=f'pin it: version: "{chosen}"')
-    return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256), chosen)
+    return WheelPin(url.rsplit("/", 1)[-1], url, str(sha256), chosen, file_size(url))
+
+
+def file_size(url: str) -> int | None:
+    """The size of the file at ``url``: a HEAD's Content-Length, or the file's for ``file://``;
+    None when the index does not say. pip's report names the file and its hash, not its size."""
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        try:
+            return os.stat(unquote(urlparse(url).path)).st_size
+        except OSError:
+            return None
+    import requests
+
+    try:
+        response = requests.head(url, timeout=30, allow_redirects=True, auth=index_credentials(url))
+    except requests.RequestException:
+        return None
+    declared = response.headers.get("Content-Length", "")
+    return int(declared) if response.status_code == 200 and declared.isdigit() else None
 
 
 SIMPLE_INDEX = "https://pypi.org/simple/"
@@ -143,7 +164,9 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
     from urllib.parse import urljoin
 
     file_url = _without_credentials(urljoin(url, str(item["url"])).split("#", 1)[0])[0]
-    return WheelPin(str(item["filename"]), file_url, sha256.lower())
+    size = item.get("size")  # PEP 700
+    return WheelPin(str(item["filename"]), file_url, sha256.lower(),
+                    size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None)
 
 
 def upload_time(package: str, filename: str) -> str | None:

@@ -118,7 +118,8 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
         if store.has(entry.sha256):
             return entry.sha256
         report(Event(Phase.FETCH, f"download {entry.filename}"))
-        return store.put_stream(_download(entry.url), expected=entry.sha256, what=f"sources.{name}")
+        return store.put_stream(_bounded(_download(entry.url), entry.size, entry.url), expected=entry.sha256,
+                                what=f"sources.{name}")
     if isinstance(entry, PathPin):
         folder = spec.root / entry.path
         described = _tree.describe(folder)
@@ -140,6 +141,18 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     digest = store.put_stream(_git.archive(repo, entry.commit), what=f"sources.{name}")
     store.write_record("git", entry.commit, {"archive": digest, "tree": pin.tree})
     return digest
+
+
+def _bounded(chunks: Iterator[bytes], size: int | None, url: str) -> Iterator[bytes]:
+    """``chunks``, cut off once they pass the ``size`` the lock recorded (None: the lock has none):
+    a server that never ends a file would fill the disk before the sha256 could be checked."""
+    received = 0
+    for chunk in chunks:
+        received += len(chunk)
+        if size is not None and received > size:
+            raise FetchError(f"{url}: longer than the {size} bytes the lock records; nothing was admitted",
+                             hint="the index serves other bytes than it did when locked; do not build on it")
+        yield chunk
 
 
 def _download(url: str) -> Iterator[bytes]:

@@ -366,7 +366,8 @@ def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
                            f"{pin_.sha256}, the spec pins {source.sha256}")
     if source.filename and pin_.filename != source.filename:
         raise ResolveError(f"sources.{source.name}: the index gives {pin_.filename}, the spec pins {source.filename}")
-    return PypiPin(entry_spec, source.package, version, pin_.filename, pin_.url, pin_.sha256, dist=source.dist)
+    return PypiPin(entry_spec, source.package, version, pin_.filename, pin_.url, pin_.sha256, dist=source.dist,
+                   size=pin_.size)
 
 
 def source_patch_pins(spec: Spec) -> dict[str, str]:

@@ -164,7 +164,8 @@ class GitPin:
 @dataclass(frozen=True)
 class PypiPin:
     """A PyPI file: the wheel pip chose (``dist: wheel``) or the version's sdist (``dist: sdist``),
-    where it came from, and its sha256. A lock without ``dist`` (older locks) pins a wheel."""
+    where it came from, its sha256 and its size. A lock without ``dist`` (older locks) pins a
+    wheel; one without ``size`` (older locks, or an index that did not say) bounds no download."""
 
     spec: Mapping[str, Any]
     package: str
@@ -174,6 +175,7 @@ class PypiPin:
     sha256: str
     kind: Literal["pypi"] = "pypi"
     dist: Literal["wheel", "sdist"] = "wheel"
+    size: int | None = None  # bytes, as the index gave them when locked: a download stops past it
 
     @property
     def identity(self) -> dict[str, str]:
@@ -181,10 +183,13 @@ class PypiPin:
         return {"sha256": self.sha256}
 
     def to_json(self) -> dict[str, Any]:
-        out = {"kind": "pypi", "package": self.package, "version": self.version, "filename": self.filename,
-               "url": self.url, "sha256": self.sha256, "spec": dict(self.spec)}
+        out: dict[str, Any] = {"kind": "pypi", "package": self.package, "version": self.version,
+                               "filename": self.filename, "url": self.url, "sha256": self.sha256,
+                               "spec": dict(self.spec)}
         if self.dist != "wheel":  # a wheel's entry stays as older locks wrote it
             out["dist"] = self.dist
+        if self.size is not None:
+            out["size"] = self.size
         return out
 
     @classmethod
@@ -197,7 +202,7 @@ class PypiPin:
             raise r._fail("dist", "'wheel' or 'sdist'")
         filename = r.name("filename", ".whl" if dist == "wheel" else ".tar.gz")
         return cls(dict(r.mapping("spec")), r.text("package"), r.text("version"), filename, url,
-                   r.hex("sha256", 64), dist=dist)
+                   r.hex("sha256", 64), dist=dist, size=r.count("size") if "size" in r.data else None)
 
 
 @dataclass(frozen=True)

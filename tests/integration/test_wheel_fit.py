@@ -55,6 +55,8 @@ def test_a_wheel_for_another_python_is_refused_and_the_lock_follows_the_base(
     assert "-cp311-cp311-" in json.loads(lock_file.read_text())["sources"]["yaml"]["filename"]
     code, built, err = cli(capsys, store_root, "build", str(spec), "--quiet", "--json")
     assert code == 0, err
+    pinned = json.loads(lock_file.read_text())["sources"]["yaml"]
+    assert pinned["size"] == Store(store_root).blob(pinned["sha256"]).stat().st_size  # the index's HEAD said so
     reference = built["image"]["reference"]
     inside = subprocess.run([engine.client, "run", "--rm", "--network", "none", reference, "python3", "-c",
                              "import yaml; print(yaml.__version__, yaml.__with_libyaml__)"],

@@ -10,6 +10,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,11 @@ class Hostile(BaseHTTPRequestHandler):
                 self.endless(200)
         except (BrokenPipeError, ConnectionResetError):
             return
+
+    def do_HEAD(self) -> None:  # a file's size, as an index answers it
+        self.send_response(200 if self.path.endswith("sized.whl") else 404)
+        self.send_header("Content-Length", "1234" if self.path.endswith("sized.whl") else "0")
+        self.end_headers()
 
     def endless(self, status: int, first: bytes = b"") -> None:
         self.send_response(status)
@@ -138,3 +144,11 @@ def test_a_layer_longer_than_its_descriptor_is_cut_off(server: str) -> None:
     stream = client_stream(RegistryClient(), ImageRef.parse(f"{server}/sparkimg/demo"), "sha256:" + "0" * 64, MiB)
     took, peak = refused(lambda: sum(len(chunk) for chunk in stream), f"longer than its descriptor's {MiB} bytes")
     assert took < 20 and peak < 16 * MiB, (took, peak)
+
+
+def test_the_lock_takes_a_wheel_size_from_the_index_or_the_file(server: str, tmp_path: Path) -> None:
+    assert _pypi.file_size(f"http://{server}/files/p-1.0-py3-none-any.sized.whl") == 1234
+    assert _pypi.file_size(f"http://{server}/files/absent.whl") is None
+    wheel = tmp_path / "p-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"x" * 77)
+    assert _pypi.file_size(wheel.as_uri()) == 77

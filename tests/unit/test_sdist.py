@@ -159,6 +159,38 @@ def test_lock_records_dist_and_old_locks_read_as_wheels() -> None:
         LockFile.from_json(data, "x")
 
 
+def test_a_pypi_pin_keeps_its_size_and_older_pins_have_none() -> None:
+    data = lock_json()
+    assert "size" not in data["sources"]["six"] and LockFile.from_json(data, "x").sources["six"].size is None  # type: ignore[union-attr]
+    data["sources"]["six"]["size"] = 11053
+    model = LockFile.from_json(data, "x")
+    assert model.sources["six"].size == 11053 and model.to_json() == data  # type: ignore[union-attr]
+    for bad in (-1, "11053", True, 1.5):
+        data["sources"]["six"]["size"] = bad
+        with pytest.raises(LockError, match="size must be a non-negative integer"):
+            LockFile.from_json(data, "x")
+
+
+def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
+        project: Callable[..., Path], store: object, tmp_path: Path) -> None:
+    from sparkimg.errors import FetchError
+    from sparkimg.store import Store
+
+    assert isinstance(store, Store)
+    path = project(SPEC)
+    (path.parent / "fix.patch").write_text(PATCH)
+    spec = load_spec(path)
+    data = good_sdist()
+    file = tmp_path / "demo_kernel-1.0.tar.gz"
+    file.write_bytes(data)
+    pinned = loaded(sdist_lock(hashlib.sha256(data).hexdigest())).sources["kernel"]
+    assert isinstance(pinned, PypiPin)
+    with pytest.raises(FetchError, match=f"longer than the {len(data) - 1} bytes the lock records"):
+        fetch_source(spec, "kernel", replace(pinned, url=file.as_uri(), size=len(data) - 1), store)
+    assert not store.has(pinned.sha256)
+    assert fetch_source(spec, "kernel", replace(pinned, url=file.as_uri(), size=len(data)), store) == pinned.sha256
+
+
 def sdist_lock(sha256: str = "4" * 64, patch: str = "") -> dict[str, object]:
     model = lock_file()
     pin = PypiPin({"pypi": "demo-kernel", "version": "1.0", "sha256": None, "filename": None, "dist": "sdist"},
@@ -234,10 +266,11 @@ def test_the_sdist_is_resolved_from_the_json_simple_api(index: Callable[[list[di
     served = index([
         {"filename": "demo_kernel-1.0-py3-none-any.whl", "url": "w.whl", "hashes": {"sha256": "1" * 64}},
         {"filename": "demo_kernel-0.9.tar.gz", "url": "old.tar.gz", "hashes": {"sha256": "2" * 64}},
-        {"filename": "demo_kernel-1.0.tar.gz", "url": "../../files/d.tar.gz#sha256=x", "hashes": {"sha256": "3" * 64}},
+        {"filename": "demo_kernel-1.0.tar.gz", "url": "../../files/d.tar.gz#sha256=x", "hashes": {"sha256": "3" * 64},
+         "size": 4321},
     ])
     pin = _pypi.resolve_sdist("Demo_Kernel", "1.0")
-    assert (pin.filename, pin.sha256) == ("demo_kernel-1.0.tar.gz", "3" * 64)
+    assert (pin.filename, pin.sha256, pin.size) == ("demo_kernel-1.0.tar.gz", "3" * 64, 4321)
     assert pin.url == served.url.replace("/simple/", "/files/d.tar.gz")
     with pytest.raises(ResolveError, match="no sdist"):
         _pypi.resolve_sdist("demo-kernel", "2.0")
