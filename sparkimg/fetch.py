@@ -6,6 +6,7 @@ digest before it is admitted.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 from . import _tree
 from .errors import EngineError, FetchError, ResolveError
-from .events import Event, Phase, Reporter, silent
+from .events import Event, Kind, Phase, Reporter, silent
 from .formats.lock import PathPin, PypiPin, SourcePin
 from .store import CHUNK, Store
 
@@ -117,9 +118,9 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     if isinstance(entry, PypiPin):
         if store.has(entry.sha256):
             return entry.sha256
-        report(Event(Phase.FETCH, f"download {entry.filename}"))
-        return store.put_stream(_bounded(_download(entry.url), entry.size, entry.url), expected=entry.sha256,
-                                what=f"sources.{name}")
+        report(Event(Phase.FETCH, f"download {entry.filename}" + (f" ({_mib(entry.size)})" if entry.size else "")))
+        chunks = _progress(_bounded(_download(entry.url), entry.size, entry.url), entry.filename, entry.size, report)
+        return store.put_stream(chunks, expected=entry.sha256, what=f"sources.{name}")
     if isinstance(entry, PathPin):
         folder = spec.root / entry.path
         described = _tree.describe(folder)
@@ -141,6 +142,27 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     digest = store.put_stream(_git.archive(repo, entry.commit), what=f"sources.{name}")
     store.write_record("git", entry.commit, {"archive": digest, "tree": pin.tree})
     return digest
+
+
+PROGRESS_S = 5.0  # seconds between two progress lines of one download
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MiB"
+
+
+def _progress(chunks: Iterator[bytes], filename: str, size: int | None, report: Reporter) -> Iterator[bytes]:
+    """``chunks``, with a line every ``PROGRESS_S`` on how far the download is (a vLLM or torch
+    wheel is gigabytes: minutes with nothing said otherwise)."""
+    received, last = 0, time.monotonic()
+    for chunk in chunks:
+        received += len(chunk)
+        if time.monotonic() - last >= PROGRESS_S:
+            last = time.monotonic()
+            of = f" of {_mib(size)}" if size else ""
+            report(Event(Phase.FETCH, f"download {filename}: {_mib(received)}{of}", kind=Kind.LOG,
+                         figures={"bytes": received, **({"size": size} if size else {})}))
+        yield chunk
 
 
 def _bounded(chunks: Iterator[bytes], size: int | None, url: str) -> Iterator[bytes]:

@@ -191,6 +191,31 @@ def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
     assert fetch_source(spec, "kernel", replace(pinned, url=file.as_uri(), size=len(data)), store) == pinned.sha256
 
 
+def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store: object, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkimg import fetch
+    from sparkimg.events import Collected
+    from sparkimg.store import Store
+
+    assert isinstance(store, Store)
+    monkeypatch.setattr(fetch, "PROGRESS_S", 0.0)
+    monkeypatch.setattr(fetch, "CHUNK", 1 << 20)
+    path = project(SPEC)
+    (path.parent / "fix.patch").write_text(PATCH)
+    data = bytes(range(256)) * (12 << 12)  # 12 MiB
+    file = tmp_path / "demo_kernel-1.0.tar.gz"
+    file.write_bytes(data)
+    pinned = loaded(sdist_lock(hashlib.sha256(data).hexdigest())).sources["kernel"]
+    assert isinstance(pinned, PypiPin)
+    said = Collected()
+    fetch_source(load_spec(path), "kernel", replace(pinned, url=file.as_uri(), size=len(data)), store, said)
+    lines = [e.message for e in said.events]
+    assert lines[0] == "download demo_kernel-1.0.tar.gz (12.0 MiB)"
+    assert lines[1:3] == ["download demo_kernel-1.0.tar.gz: 1.0 MiB of 12.0 MiB",
+                          "download demo_kernel-1.0.tar.gz: 2.0 MiB of 12.0 MiB"]
+    assert said.events[-1].figures == {"bytes": len(data), "size": len(data)}
+
+
 def sdist_lock(sha256: str = "4" * 64, patch: str = "") -> dict[str, object]:
     model = lock_file()
     pin = PypiPin({"pypi": "demo-kernel", "version": "1.0", "sha256": None, "filename": None, "dist": "sdist"},
