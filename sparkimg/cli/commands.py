@@ -327,7 +327,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ..nightly.run import Options
 
     overrides = Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
-    options = Options(args.state, args.key, args.push, args.check, overrides, args.hook)
+    options = Options(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep)
     night = api.nightly(args.spec, options, store=args.store, report=_reporter(args))
     entry = night.entry
     if _emit(args, night.to_json()):

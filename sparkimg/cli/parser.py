@@ -27,7 +27,7 @@ EXAMPLES = {
     "save": "sparkimg save layers/demo.yaml -o demo.oci.tar      # or: --without-base (the node has the base)",
     "load": "sparkimg load demo.oci.tar --key demo.pub --recipe layers/demo.recipe.yaml",
     "nightly": "sparkimg nightly layers/demo.yaml --key ~/.config/sparkimg/nightly.key --reserve 16g "
-               "--push 127.0.0.1:5000/sparkimg/demo --json      # exit 0 unchanged or built, 1 failed",
+               "--push 127.0.0.1:5000/sparkimg/demo --keep 30 --json      # exit 0 unchanged or built, 1 failed",
     "history": "sparkimg history layers/demo.yaml        # or --json",
     "promote": "sparkimg promote layers/demo.yaml 20261203T020000Z   # after your own qualification",
     "rollback": "sparkimg rollback layers/demo.yaml --to 20261202T020000Z",
@@ -235,6 +235,9 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. sparkimg.slice) for every build container")
     p.add_argument("--hook", metavar="CMD", help="run CMD (sh -c) after the night, with SPARKIMG_NIGHTLY_STATUS, "
                    "_FAILED_STAGE, _REPORT (the JSON report), _HTML, _ENTRY and _EXIT in its environment")
+    p.add_argument("--keep", type=int, metavar="N", help="keep the N newest nights in the state folder (and the "
+                   "one in service, and every known-good one); untag the images only removed nights named "
+                   "(default: keep all)")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
     p = command("history", "list the nights kept for a spec: status, what moved, what was rebuilt, known-good")
     p.add_argument("--state", type=Path, metavar="DIR", help="the state folder (default: SPEC.nightly)")

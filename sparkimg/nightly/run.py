@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import lock as lock_mod
 from .._locations import signing_key_path
-from ..errors import SparkimgError, UsageError
+from ..errors import EngineError, SparkimgError, UsageError
 from ..events import Collected, Event, Kind, Phase, Reporter, silent
 from ..formats.canonical import pretty, sha256_prefixed
 from ..formats.intoto import rfc3339
@@ -51,6 +51,7 @@ class Options:
     check: bool = False
     overrides: Overrides | None = None
     hook: str | None = None
+    keep: int | None = None  # nights kept in the state folder (None: all); see State.prune
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
                          hint="create a key once with `sparkimg keygen --out ~/.config/sparkimg/nightly`")
     if options.push:
         target_of(options.push)
+    if options.keep is not None and options.keep < 1:
+        raise UsageError(f"--keep {options.keep}: keep at least the night just run", hint="e.g. --keep 30")
     state = State(options.state or default_folder(spec.path))
     # One night per spec at a time, whatever its state folder or store: the candidate lock sits beside
     # the spec and the lock is the spec's.
@@ -158,10 +161,35 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
         folder = state.write(entry, files)
         if status == "built":
             state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
+        if options.keep is not None:
+            _prune(state, options.keep, pipeline, tell)
         night = Night(entry, folder)
     if options.hook:
         _hook(options.hook, night, spec, tell)
     return night
+
+
+def _prune(state: State, keep: int, pipeline: Pipeline, tell: Reporter) -> None:
+    """Drop the nights past ``keep`` (``State.prune``) and untag, in the engine, each image only
+    those nights named: the layers of an image nothing names are then the engine's to free. The
+    registry's tags are left to the registry's own retention."""
+    removed, kept = state.prune(keep)
+    if not removed:
+        return
+    named = {e.image.reference for e in kept if e.image is not None}
+    orphans = sorted({e.image.reference for e in removed if e.image is not None} - named)
+    untagged = 0
+    if orphans:
+        engine = pipeline.engine()
+        for reference in orphans:
+            try:
+                engine.untag(reference)
+                untagged += 1
+            except EngineError as exc:
+                tell(Event(Phase.NIGHTLY, f"prune: could not untag {reference}: {exc.message}", kind=Kind.LOG))
+    tell(Event(Phase.NIGHTLY, f"pruned {len(removed)} night(s) past the newest {keep} "
+               f"({removed[0].entry} .. {removed[-1].entry}); untagged {untagged} image(s) only they named",
+               figures={"pruned": len(removed), "untagged": untagged}))
 
 
 def report_of(entry: Entry, state: State) -> dict[str, Any]:

@@ -175,3 +175,23 @@ class State:
 
     def set_current(self, entry_id: str) -> None:
         write_atomic(self.root / "current.json", pretty({"entry": entry_id}))
+
+    def prune(self, keep: int) -> tuple[list[Entry], list[Entry]]:
+        """Remove all but the ``keep`` newest nights, never the one in service nor a known-good one
+        (rollback's targets), nor an entry that cannot be read; call under ``locked``. Each goes
+        out of ``entries/`` by one rename, so a reader or a kill -9 sees it whole or gone (what a
+        dead pruner left under a temp name is swept). Returns (removed, kept)."""
+        if keep < 1:
+            raise UsageError(f"--keep {keep}: keep at least the night just run", hint="e.g. --keep 30")
+        entries = self.entries(tolerant=True)
+        current = self.current()
+        newest = {e.entry for e in entries[-keep:]}
+        removed = [e for e in entries if e.entry not in newest and e.entry != current and not e.known_good]
+        for entry in removed:
+            doomed = self.root / f"{TEMP_PREFIX}pruned-{entry.entry}"
+            os.rename(self.folder(entry.entry), doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        if removed:
+            fsync_dir(self.entries_dir)
+        gone = {e.entry for e in removed}
+        return removed, [e for e in entries if e.entry not in gone]

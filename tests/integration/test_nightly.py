@@ -316,5 +316,16 @@ layers:
     code, built, err = cli(capsys, store, "build", str(spec), "--json", "--quiet")
     assert code == 0 and built["image"]["reference"] == git_night["image"]["reference"], err  # nothing rebuilt
 
+    # Night 8 with --keep 2 (the broken tip fails again): the two newest nights stay, and the one in
+    # service (known-good night 3); the others go, and the images only they named are untagged.
+    code, pruning, err = cli(capsys, store, *nightly, "--keep", "2")
+    assert code == 1 and pruning["failed_stage"] == "build", err
+    code, listed, _ = cli(capsys, store, "history", str(spec), "--state", str(state), "--json")
+    assert [e["entry"] for e in listed["entries"]] == [git_night["entry"], broken["entry"], pruning["entry"]]
+    assert engine.image_id(git_night["image"]["reference"]) == git_night["image"]["config"]
+    for gone in (first, pypi_night, base_night, unpushed):
+        assert engine.image_id(gone["image"]["reference"]) is None, gone["entry"]
+    assert engine.image_id(f"sparkimg-test/{name}:nightly") == git_night["image"]["config"]
+
     for reference in [*images, f"sparkimg-test/{name}:nightly", *(b for b in bases if b)]:
         engine.remove_image(reference)

@@ -43,6 +43,44 @@ def _entry(entry_id: str, status: str = "built", **kwargs: object) -> Entry:
 # -- the state folder --------------------------------------------------------------------------
 
 
+def test_pruning_keeps_the_newest_the_one_in_service_and_every_known_good_night(tmp_path: Path) -> None:
+    from sparkimg.nightly.run import Pipeline, _prune
+
+    state = State(tmp_path / "state")
+    ids = [f"2026120{d}T020000Z" for d in range(1, 8)]
+    for n, entry_id in enumerate(ids):
+        image = ImageOut(f"sparkimg/demo:{'k' * 15}{n % 5}", None, None, None)  # nights 0 and 5 share an image
+        state.write(_entry(entry_id, known_good=entry_id == ids[1], image=image), {})
+    state.set_current(ids[2])
+    (state.entries_dir / "20261208T020000Z").mkdir()  # no entry.json: not a night, never touched
+    untagged: list[str] = []
+    engine = type("Engine", (), {"untag": lambda self, ref: untagged.append(ref)})()
+    said: list[str] = []
+    with state.locked():
+        _prune(state, 3, Pipeline(load=None, build=None, engine=lambda: engine),  # type: ignore[arg-type]
+               lambda event: said.append(event.message))
+    assert [e.entry for e in state.entries()] == [ids[1], ids[2], *ids[-3:]]
+    assert (state.entries_dir / "20261208T020000Z").is_dir() and not list(state.root.glob(".tmp-*"))
+    # night 0's image is night 5's too (kept); night 3's is named by no kept night
+    assert untagged == ["sparkimg/demo:kkkkkkkkkkkkkkk3"]
+    assert said == [f"pruned 2 night(s) past the newest 3 ({ids[0]} .. {ids[3]}); untagged 1 image(s) only they named"]
+    with state.locked():
+        assert state.prune(3)[0] == []
+    with pytest.raises(UsageError, match="keep at least"):
+        state.prune(0)
+
+
+def test_a_pruner_killed_mid_way_leaves_whole_entries_and_a_swept_remainder(tmp_path: Path) -> None:
+    state = State(tmp_path / "state")
+    state.write(_entry("20261201T020000Z"), {"report.json": b"{}"})
+    state.write(_entry("20261202T020000Z"), {})
+    # what a pruner killed between its rename and its rmtree leaves
+    os.rename(state.folder("20261201T020000Z"), state.root / ".tmp-pruned-20261201T020000Z")
+    assert [e.entry for e in state.entries()] == ["20261202T020000Z"]
+    with state.locked():
+        assert not list(state.root.glob(".tmp-*"))
+
+
 def test_an_entry_is_written_whole_and_read_back(tmp_path: Path) -> None:
     state = State(tmp_path / "state")
     entry = _entry("20261203T020000Z")
