@@ -13,7 +13,8 @@ and files are checked by digest as they are written, not here.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
 
 from .errors import ResolveError
 
@@ -25,7 +26,39 @@ CONFIG_MAX = 16 << 20  # an image config with a long history, or another small b
 TOKEN_MAX = 1 << 20
 ERROR_TEXT = 200  # characters of an error body quoted in a message
 DEADLINE_S = 300.0  # for the whole body of one document
+MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
 _PIECE = 64 << 10
+
+
+def request(session: Any, method: str, url: str, *, headers: dict[str, str] | None = None, auth: Any = None,
+            data: bytes | None = None, params: dict[str, str] | None = None, timeout: float = 30,
+            follow: bool = True) -> requests.Response:
+    """One request, its body not read, following up to ``MAX_REDIRECTS`` redirects of a GET or
+    HEAD here: ``requests`` reads a redirect's body whole, without a bound, before it follows (and
+    even when told not to follow, to prepare ``Response.next``), so a 302 with an endless body grew
+    memory without end. So the request goes to the transport adapter directly and each redirect is
+    closed unread; credentials (``auth``, an ``Authorization`` header) go to the first host only,
+    as ``requests`` itself does. ``session`` is a ``requests.Session``, or None for a new one."""
+    import requests
+
+    session = session if isinstance(session, requests.Session) else requests.Session()
+    first = urlsplit(url).netloc
+    for _ in range(MAX_REDIRECTS + 1):
+        prepared = session.prepare_request(requests.Request(method, url, headers=headers, auth=auth, data=data,
+                                                            params=params))
+        settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
+        response: requests.Response = session.get_adapter(prepared.url or url).send(prepared, timeout=timeout,
+                                                                                     **settings)
+        location = response.headers.get("Location")
+        if not follow or method not in ("GET", "HEAD") or response.status_code not in _REDIRECTS or not location:
+            return response
+        response.close()
+        url, params = urljoin(prepared.url or url, location), None
+        if urlsplit(url).netloc != first:
+            headers = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
+            auth = None
+    raise ResolveError(f"{url}: more than {MAX_REDIRECTS} redirects", hint="check the server's address")
 
 
 def read_within(response: requests.Response, limit: int, what: str) -> bytes:
@@ -35,7 +68,7 @@ def read_within(response: requests.Response, limit: int, what: str) -> bytes:
     import urllib3
 
     declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:  # "²".isdigit(), int("²") fails
         response.close()
         raise ResolveError(f"{what}: the server announces {int(declared)} bytes; at most {limit} are read",
                            hint="this is not the small document asked for; check the server")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ._http import read_within
+from ._http import read_within, request
 from .errors import ResolveError
 from .formats.canonical import loads
 
@@ -91,11 +91,12 @@ def file_size(url: str) -> int | None:
     import requests
 
     try:
-        response = requests.head(url, timeout=30, allow_redirects=True, auth=index_credentials(url))
+        response = request(None, "HEAD", url, timeout=30, auth=index_credentials(url))
     except requests.RequestException:
         return None
     declared = response.headers.get("Content-Length", "")
-    return int(declared) if response.status_code == 200 and declared.isdigit() else None
+    response.close()
+    return int(declared) if response.status_code == 200 and declared.isascii() and declared.isdigit() else None
 
 
 SIMPLE_INDEX = "https://pypi.org/simple/"
@@ -135,13 +136,13 @@ def resolve_sdist(package: str, version: str) -> WheelPin:
     full = f"{index_url()}{normalise(package)}/"
     url, auth = _without_credentials(full)  # a token in PIP_INDEX_URL goes in a header, never a lock or message
     try:
-        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=60, auth=auth, stream=True)
+        response = request(None, "GET", url, headers={"Accept": _SIMPLE_JSON}, timeout=60, auth=auth)
     except requests.RequestException as exc:
         raise ResolveError(f"{url}: {exc.__class__.__name__}") from None
-    if response.status_code == 200:
+    if response.status_code == 200 and _SIMPLE_JSON in response.headers.get("Content-Type", ""):
         read_within(response, PROJECT_PAGE_MAX, url)
     else:
-        response.close()
+        response.close()  # an answer that is not the page asked for is not read
     if response.status_code == 404:
         raise ResolveError(f"no project {package!r} on {_without_credentials(index_url())[0]}",
                            hint="check the package name")
@@ -176,7 +177,7 @@ def upload_time(package: str, filename: str) -> str | None:
 
     url, auth = _without_credentials(f"{index_url()}{normalise(package)}/")
     try:
-        response = requests.get(url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth, stream=True)
+        response = request(None, "GET", url, headers={"Accept": _SIMPLE_JSON}, timeout=30, auth=auth)
         files = loads(read_within(response, PROJECT_PAGE_MAX, url))["files"] if response.status_code == 200 else []
         response.close()
     except (requests.RequestException, ResolveError, ValueError, KeyError, TypeError):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within
+from ._http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within, request
 from ._locations import docker_config
 from .errors import ResolveError
 from .formats.canonical import loads
@@ -156,8 +156,7 @@ class RegistryClient:
             if key in self._tokens:
                 sent["Authorization"] = self._tokens[key]
             try:
-                response = self.session.request(method, url, headers=sent, data=data, timeout=self.timeout,
-                                                stream=True, allow_redirects=method in ("GET", "HEAD"))
+                response = request(self.session, method, url, headers=sent, data=data, timeout=self.timeout)
             except requests.RequestException as exc:
                 raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
                                    hint="check the registry address and that it is running") from None
@@ -166,10 +165,13 @@ class RegistryClient:
                 self._tokens[key] = self._authorization(ref, response.headers.get("WWW-Authenticate", ""), scope)
                 continue
             if response.status_code in ok:
-                if not stream and method != "HEAD":  # a HEAD's Content-Length is the blob's, with no body
-                    read_within(response, limit, url)
+                if method == "HEAD":
+                    response.close()  # a HEAD's Content-Length is the blob's; there is no body
+                elif not stream:
+                    read_within(response, limit, response.url or url)  # where a redirect led
                 return response
             if response.status_code == 404 and method == "GET":
+                response.close()
                 raise ResolveError(f"{url}: not found (404)", hint="check the repository and tag; "
                                    "a registry may stop serving an old digest")
             said = error_text(response)
@@ -198,7 +200,7 @@ class RegistryClient:
 
         auth = _credentials(ref.registry)
         try:
-            response = self.session.get(realm, params=fields, auth=auth, timeout=self.timeout, stream=True)
+            response = request(self.session, "GET", realm, params=fields, auth=auth, timeout=self.timeout)
         except requests.RequestException as exc:
             raise ResolveError(f"{realm}: token request failed: {exc}") from None
         if response.status_code != 200:

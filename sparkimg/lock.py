@@ -133,7 +133,10 @@ def resolve(
                        resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform)
 
     sources: dict[str, SourcePin] = {}
-    python = base_python(store, base.config_digest)
+    # The base's Python as a build asked it; for a base that moved since, the previous base's (a
+    # base tag moves to a patched image of the same Python; the build checks every wheel anyway).
+    python = base_python(store, base.config_digest) or (
+        base_python(store, old.base.config_digest) if old is not None else None)
     for name, source in spec.sources.items():
         if isinstance(source, PathSource):
             sources[name] = _path_entry(spec, source)

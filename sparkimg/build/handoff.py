@@ -199,7 +199,7 @@ _REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 404: "Not Fou
 def _range_start(wanted: str, size: int) -> int:
     """The first byte of ``Range: bytes=N-`` (how a client resumes a blob); 0 for anything else."""
     spec = wanted.strip().removeprefix("bytes=")
-    if wanted.strip().startswith("bytes=") and spec.endswith("-") and spec[:-1].isdigit():
+    if wanted.strip().startswith("bytes=") and spec.endswith("-") and spec[:-1].isascii() and spec[:-1].isdigit():
         start = int(spec[:-1])
         return start if 0 < start < size else 0
     return 0

@@ -191,12 +191,13 @@ def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
     lock resolves wheels for (``_pypi.PLATFORM_TAGS``)."""
     from packaging.tags import compatible_tags, cpython_tags
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion
 
     from .._pypi import PLATFORM_TAGS
 
     try:
         tags = parse_wheel_filename(wheel)[3]
-    except InvalidWheelFilename as exc:
+    except (InvalidWheelFilename, InvalidVersion) as exc:
         raise BuildError(f"wheel {wheel}: not a wheel file name ({exc})",
                          hint="pin the wheel under its own file name") from None
     major, minor = scheme.python_version.split(".")[:2]

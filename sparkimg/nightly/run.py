@@ -162,7 +162,11 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
         if status == "built":
             state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
         if options.keep is not None:
-            _prune(state, options.keep, pipeline, tell)
+            try:
+                _prune(state, options.keep, pipeline, tell)
+            except (SparkimgError, OSError) as exc:  # the night is recorded; pruning waits for the next
+                why = exc.message if isinstance(exc, SparkimgError) else str(exc)
+                tell(Event(Phase.NIGHTLY, f"prune: {why}; nothing more was removed", kind=Kind.WARNING))
         night = Night(entry, folder)
     if options.hook:
         _hook(options.hook, night, spec, tell)
@@ -235,6 +239,8 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     progress.receipt = str(built.receipt.path)
     progress.receipt_bytes = built.receipt.path.read_bytes()
     result = built.result
+    image = _image_out(result, cand, store)
+    progress.image = image  # built and tagged: recorded whatever follows (so --keep can untag it)
     if built.check is not None:
         progress.check = {"identical": built.check.identical, "differences": len(built.check.differences)}
         if not built.check.identical:
@@ -245,8 +251,6 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     progress.verify = _stage("sign", lambda: _verify(built.receipt.path, options.key, result.image_ref, store))
     if not progress.verify["ok"]:
         raise _Failed("sign", f"the signed receipt does not verify: {progress.verify['message']}")
-    image = _image_out(result, cand, store)
-    progress.image = image
     pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, tell)) \
         if options.push else None
     if pushed is not None:

@@ -5,6 +5,7 @@ in little memory."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import tracemalloc
@@ -51,6 +52,34 @@ class Hostile(BaseHTTPRequestHandler):
                 self.send_header("WWW-Authenticate", f'Bearer realm="{realm}",service="x"')
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+            elif path.endswith("/hop"):  # a redirect whose own body never ends, to a body that never ends
+                self.send_response(302)
+                self.send_header("Location", path.replace("/hop", "/endless"))
+                self.endless_body()
+            elif path.endswith("/loop"):
+                self.send_response(302)
+                self.send_header("Location", path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif path.endswith("/elsewhere"):  # the same server under another host name
+                self.send_response(307)
+                port = self.headers["Host"].rsplit(":", 1)[1]
+                self.send_header("Location", f"http://localhost:{port}/v2/x/manifests/echo")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif path.endswith("/echo"):
+                body = json.dumps({"authorization": self.headers.get("Authorization")}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            elif path.endswith("/superscript"):
+                self.send_response(200)
+                self.send_header("Content-Length", "\u00b2")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                self.close_connection = True
             elif path.endswith("/error"):
                 self.endless(500, b"denied: " + b"x" * 300)
             else:  # a manifest, a config, a project page: endless
@@ -59,12 +88,16 @@ class Hostile(BaseHTTPRequestHandler):
             return
 
     def do_HEAD(self) -> None:  # a file's size, as an index answers it
-        self.send_response(200 if self.path.endswith("sized.whl") else 404)
-        self.send_header("Content-Length", "1234" if self.path.endswith("sized.whl") else "0")
+        self.send_response(200 if self.path.endswith(("sized.whl", "superscript.whl")) else 404)
+        sizes = {"sized.whl": "1234", "superscript.whl": "\u00b2"}
+        self.send_header("Content-Length", next((v for k, v in sizes.items() if self.path.endswith(k)), "0"))
         self.end_headers()
 
     def endless(self, status: int, first: bytes = b"") -> None:
         self.send_response(status)
+        self.endless_body(first)
+
+    def endless_body(self, first: bytes = b"") -> None:
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
         self.end_headers()
@@ -152,3 +185,29 @@ def test_the_lock_takes_a_wheel_size_from_the_index_or_the_file(server: str, tmp
     wheel = tmp_path / "p-1.0-py3-none-any.whl"
     wheel.write_bytes(b"x" * 77)
     assert _pypi.file_size(wheel.as_uri()) == 77
+    assert _pypi.file_size(f"http://{server}/files/p-1.0-py3-none-any.superscript.whl") is None  # "²" is no size
+
+
+def test_a_redirect_with_an_endless_body_is_left_unread_and_followed(server: str) -> None:
+    took, peak = refused(lambda: RegistryClient().tagged(f"{server}/sparkimg/demo", "hop"),
+                         r"manifests/endless: the server sent more than")
+    assert took < 20 and peak < 4 * _http.DOCUMENT_MAX, (took, peak)
+    refused(lambda: RegistryClient().tagged(f"{server}/sparkimg/demo", "loop"), "more than 5 redirects")
+
+
+def test_credentials_go_to_the_first_host_only(server: str) -> None:
+    from sparkimg._registry import ImageRef
+
+    client = RegistryClient()
+    ref = ImageRef.parse(f"{server}/sparkimg/demo")
+    client._tokens[f"{ref.registry}/{ref.repository}/pull"] = "Bearer secret"
+    echoed = client.send("GET", ref, f"{ref.base_url}/manifests/echo").json()
+    assert echoed == {"authorization": "Bearer secret"}
+    assert client.send("GET", ref, f"{ref.base_url}/manifests/elsewhere").json() == {"authorization": None}
+
+
+def test_a_content_length_that_is_no_number_is_no_size(server: str) -> None:
+    from sparkimg._registry import ImageRef
+
+    ref = ImageRef.parse(f"{server}/sparkimg/demo")
+    assert RegistryClient().send("GET", ref, f"{ref.base_url}/manifests/superscript").content == b"{}"

@@ -409,6 +409,7 @@ def test_latest_takes_releases_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("PIP_PRE", "1")
     monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.setattr(_pypi, "file_size", lambda url: None)  # no HEAD to the made-up index
     with pytest.raises(ResolveError, match=r"2\.0\.0rc1, a pre-release"):
         _pypi.resolve("p", None, "linux/arm64")
     assert seen["PIP_PRE"] == "0"

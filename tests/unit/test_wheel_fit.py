@@ -72,6 +72,7 @@ def test_pip_is_asked_for_the_base_python(monkeypatch: pytest.MonkeyPatch) -> No
         return subprocess.CompletedProcess(args, 0, json.dumps(answer), "")
 
     monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.setattr(_pypi, "file_size", lambda url: None)  # no HEAD to the made-up index
     _pypi.resolve("p", "1.0", "linux/arm64", python="3.12.3")
     _pypi.resolve("p", "1.0", "linux/arm64")
     with_python, without = seen
