@@ -26,7 +26,7 @@ from sparkimg.errors import BuildError, LockError, ResolveError
 from sparkimg.fetch import fetch_source
 from sparkimg.formats.lock import LockFile, PypiPin
 from sparkimg.plan import key_of, layer_inputs
-from sparkimg.spec import CompileLayer, load_spec
+from sparkimg.spec import CompileLayer, Spec, load_spec
 from tests.formats import loaded, lock_file, lock_json, spec_header
 from tests.support import REPO
 
@@ -171,24 +171,29 @@ def test_a_pypi_pin_keeps_its_size_and_older_pins_have_none() -> None:
             LockFile.from_json(data, "x")
 
 
+def _served_sdist(project: Callable[..., Path], tmp_path: Path, data: bytes) -> tuple[Spec, PypiPin]:
+    """The spec (its patch written) and the lock's pin of ``data`` as its sdist, served from a file."""
+    path = project(SPEC)
+    (path.parent / "fix.patch").write_text(PATCH)
+    file = tmp_path / "demo_kernel-1.0.tar.gz"
+    file.write_bytes(data)
+    pinned = loaded(sdist_lock(hashlib.sha256(data).hexdigest())).sources["kernel"]
+    assert isinstance(pinned, PypiPin)
+    return load_spec(path), replace(pinned, url=file.as_uri(), size=len(data))
+
+
 def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
         project: Callable[..., Path], store: object, tmp_path: Path) -> None:
     from sparkimg.errors import FetchError
     from sparkimg.store import Store
 
     assert isinstance(store, Store)
-    path = project(SPEC)
-    (path.parent / "fix.patch").write_text(PATCH)
-    spec = load_spec(path)
     data = good_sdist()
-    file = tmp_path / "demo_kernel-1.0.tar.gz"
-    file.write_bytes(data)
-    pinned = loaded(sdist_lock(hashlib.sha256(data).hexdigest())).sources["kernel"]
-    assert isinstance(pinned, PypiPin)
+    spec, pinned = _served_sdist(project, tmp_path, data)
     with pytest.raises(FetchError, match=f"longer than the {len(data) - 1} bytes the lock records"):
-        fetch_source(spec, "kernel", replace(pinned, url=file.as_uri(), size=len(data) - 1), store)
+        fetch_source(spec, "kernel", replace(pinned, size=len(data) - 1), store)
     assert not store.has(pinned.sha256)
-    assert fetch_source(spec, "kernel", replace(pinned, url=file.as_uri(), size=len(data)), store) == pinned.sha256
+    assert fetch_source(spec, "kernel", pinned, store) == pinned.sha256
 
 
 def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store: object, tmp_path: Path,
@@ -200,15 +205,10 @@ def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store:
     assert isinstance(store, Store)
     monkeypatch.setattr(fetch, "PROGRESS_S", 0.0)
     monkeypatch.setattr(fetch, "CHUNK", 1 << 20)
-    path = project(SPEC)
-    (path.parent / "fix.patch").write_text(PATCH)
     data = bytes(range(256)) * (12 << 12)  # 12 MiB
-    file = tmp_path / "demo_kernel-1.0.tar.gz"
-    file.write_bytes(data)
-    pinned = loaded(sdist_lock(hashlib.sha256(data).hexdigest())).sources["kernel"]
-    assert isinstance(pinned, PypiPin)
+    spec, pinned = _served_sdist(project, tmp_path, data)
     said = Collected()
-    fetch_source(load_spec(path), "kernel", replace(pinned, url=file.as_uri(), size=len(data)), store, said)
+    fetch_source(spec, "kernel", pinned, store, said)
     lines = [e.message for e in said.events]
     assert lines[0] == "download demo_kernel-1.0.tar.gz (12.0 MiB)"
     assert lines[1:3] == ["download demo_kernel-1.0.tar.gz: 1.0 MiB of 12.0 MiB",
