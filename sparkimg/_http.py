@@ -98,15 +98,16 @@ def read_within(response: requests.Response, limit: int, what: str) -> bytes:
 def error_text(response: requests.Response) -> str:
     """The start of an error response's body, for a message (the rest is never read)."""
     import requests
+    import urllib3
 
     head = bytearray()
     started = time.monotonic()
     try:
-        for piece in response.iter_content(4096):
+        while piece := response.raw.read1(4096, decode_content=True):  # as it arrives, as in read_within
             head += piece
             if len(head) >= 4 * ERROR_TEXT or time.monotonic() - started > DEADLINE_S:
                 break
-    except requests.RequestException:
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError):
         pass
     finally:
         response.close()

@@ -37,7 +37,7 @@ class Hostile(BaseHTTPRequestHandler):
                 self.end_headers()
                 self.wfile.write(b"{" * 1024)
             elif path.endswith("drip"):
-                self.send_response(200)
+                self.send_response(500 if path.endswith("error-drip") else 200)
                 self.send_header("Content-Length", "100")
                 self.end_headers()
                 for _ in range(100):
@@ -154,6 +154,13 @@ def test_an_error_with_an_endless_body_is_quoted_briefly(server: str) -> None:
     took, peak = refused(lambda: RegistryClient().tagged(f"{server}/sparkimg/error", "error"),
                          r"HTTP 500: denied: x{192}$")
     assert took < 20 and peak < 4 * _http.DOCUMENT_MAX, (took, peak)
+
+
+def test_an_error_body_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline(
+        server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_http, "DEADLINE_S", 1.0)
+    took, _ = refused(lambda: RegistryClient().tagged(f"{server}/sparkimg/demo", "error-drip"), "HTTP 500")
+    assert took < 4, took
 
 
 def test_an_endless_token_response_is_refused(server: str) -> None:
