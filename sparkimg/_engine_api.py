@@ -34,11 +34,12 @@ def api_socket(client: str) -> str | None:
     return path if Path(path).is_socket() else None
 
 
-def image_path(reference: str) -> str:
-    """The API path ``docker image inspect REF`` asks."""
+def image_path(reference: str, action: str = "/json") -> str:
+    """The API path of an image by reference: ``/images/REF/json`` (what ``docker image inspect``
+    asks), ``/images/REF/tag``, or ``/images/REF`` with ``action`` empty."""
     from urllib.parse import quote
 
-    return f"/images/{quote(reference, safe='/:@')}/json"
+    return f"/images/{quote(reference, safe='/:@')}{action}"
 
 
 def http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str]:

@@ -10,8 +10,18 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 CHUNK = 1 << 20
+
+
+def sha256_of(stream: IO[bytes]) -> str:
+    """The sha256 of what ``stream`` holds from here on, read in pieces (a member of an archive may
+    inflate past what memory holds)."""
+    digest = hashlib.sha256()
+    while chunk := stream.read(CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def digest_file(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:

@@ -61,16 +61,23 @@ def request(session: Any, method: str, url: str, *, headers: dict[str, str] | No
     raise ResolveError(f"{url}: more than {MAX_REDIRECTS} redirects", hint="check the server's address")
 
 
+def declared_length(response: requests.Response) -> int | None:
+    """The body size the response's ``Content-Length`` announces; None when it announces none, or
+    not in ASCII digits (``"²".isdigit()`` holds, and ``int("²")`` fails)."""
+    declared = response.headers.get("Content-Length", "")
+    return int(declared) if declared.isascii() and declared.isdigit() else None
+
+
 def read_within(response: requests.Response, limit: int, what: str) -> bytes:
     """The body of a response requested with ``stream=True``; refused past ``limit`` bytes or
     ``DEADLINE_S``. ``response.content`` (and ``.text``, ``.json()``) then hold these bytes."""
     import requests
     import urllib3
 
-    declared = response.headers.get("Content-Length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:  # "²".isdigit(), int("²") fails
+    declared = declared_length(response)
+    if declared is not None and declared > limit:
         response.close()
-        raise ResolveError(f"{what}: the server announces {int(declared)} bytes; at most {limit} are read",
+        raise ResolveError(f"{what}: the server announces {declared} bytes; at most {limit} are read",
                            hint="this is not the small document asked for; check the server")
     body = bytearray()
     started = time.monotonic()

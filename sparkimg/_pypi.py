@@ -12,7 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ._http import read_within, request
+from ._http import declared_length, read_within, request
 from .errors import ResolveError
 from .formats.canonical import loads
 
@@ -94,9 +94,8 @@ def file_size(url: str) -> int | None:
         response = request(None, "HEAD", url, timeout=30, auth=index_credentials(url))
     except requests.RequestException:
         return None
-    declared = response.headers.get("Content-Length", "")
     response.close()
-    return int(declared) if response.status_code == 200 and declared.isascii() and declared.isdigit() else None
+    return declared_length(response) if response.status_code == 200 else None
 
 
 SIMPLE_INDEX = "https://pypi.org/simple/"

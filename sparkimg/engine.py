@@ -255,10 +255,10 @@ class Engine:
         if self.api_socket is None:
             _run([self.client, "tag", "--", source, target])  # a name never read as an option
             return
-        from urllib.parse import quote, urlencode
+        from urllib.parse import urlencode
 
         repository, tag = split_tag(target)
-        self._api("POST", f"/images/{quote(source, safe='/:@')}/tag?{urlencode({'repo': repository, 'tag': tag})}",
+        self._api("POST", f"{engine_api.image_path(source, '/tag')}?{urlencode({'repo': repository, 'tag': tag})}",
                   f"tag {source} {target}")
 
     def untag(self, reference: str) -> None:
@@ -266,9 +266,7 @@ class Engine:
         if self.api_socket is None:
             _run([self.client, "image", "rm", "--no-prune", "--", reference])
             return
-        from urllib.parse import quote
-
-        self._api("DELETE", f"/images/{quote(reference, safe='/:@')}?noprune=1", f"untag {reference}")
+        self._api("DELETE", f"{engine_api.image_path(reference, '')}?noprune=1", f"untag {reference}")
 
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:
         """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull

@@ -11,7 +11,6 @@ other content), each named with the layer and the input that made it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import zipfile
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._hashing import sha256_of
 from ..engine import Engine
 from ..events import Event, Phase, Reporter
 from ..formats import oci
@@ -248,11 +248,8 @@ def _zip_differences(layer: str, wheel: str, a: Path, b: Path) -> list[Differenc
 def _zip_member_sha256(archive: zipfile.ZipFile, name: str) -> str:
     """A member's sha256, read in pieces: a wheel out of a compile container may hold a member
     that inflates to more than memory holds."""
-    hashed = hashlib.sha256()
     with archive.open(name) as member:
-        while chunk := member.read(1 << 20):
-            hashed.update(chunk)
-    return hashed.hexdigest()
+        return sha256_of(member)
 
 
 def _zip_meta(info: zipfile.ZipInfo) -> str:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from .._hashing import sha256_of
 from .._tars import open_archive
 from ..errors import BuildError
 from ..formats.oci import Descriptor, Layer
@@ -220,15 +221,8 @@ def read_members(blob: Path) -> dict[str, tuple[tarfile.TarInfo, str | None]]:
     try:
         with open_archive(blob) as archive:
             for info in archive:
-                digest = None
-                if info.isreg():
-                    handle = archive.extractfile(info)
-                    assert handle is not None
-                    hashed = hashlib.sha256()
-                    while chunk := handle.read(CHUNK):
-                        hashed.update(chunk)
-                    digest = hashed.hexdigest()
-                found[info.name] = (info, digest)
+                handle = archive.extractfile(info) if info.isreg() else None
+                found[info.name] = (info, sha256_of(handle) if handle is not None else None)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise BuildError(f"layer blob {blob.name}: cannot read it: {exc}",
                          hint="the store's copy is damaged; remove it and build again") from None

@@ -99,11 +99,7 @@ def _handoff(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.Ba
         engine.untag(reference)
     report(Event(Phase.ASSEMBLE, f"load {tag}: {served.layers_sent} of {len(digests) - 1} layer(s) sent",
                  "image", figures={"sent": served.layers_sent, "bytes": served.bytes_sent}))
-    info = engine.inspect(tag)
-    if info is None or info.id not in (record.config_digest, record.manifest_digest):
-        raise BuildError(f"{tag}: the engine holds {info.id if info else 'nothing'}, not config "
-                         f"{record.config_digest} / manifest {record.manifest_digest}")
-    return Loaded(info.id, served.layers_sent)
+    return _checked(engine.inspect(tag), record, tag, served.layers_sent)
 
 
 def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
@@ -113,10 +109,16 @@ def _load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseI
     info = send(engine, store, config=store.blob(hex_of(record.config_digest)), config_digest=record.config_digest,
                 layers=layers, blob=lambda digest: store.blob(hex_of(digest)) if digest in sent else None,
                 repo_tags=[tag], report=report, what=tag)
-    if info.id not in (record.config_digest, record.manifest_digest):
-        raise BuildError(f"{tag}: the engine loaded {info.id}, not config "
+    return _checked(info, record, tag, len(needed))
+
+
+def _checked(info: ImageInfo | None, record: oci.ImageRecord, tag: str, sent: int) -> Loaded:
+    """What the engine holds under ``tag`` after a handoff or a load, which must be ``record``: its
+    ID is the config digest (classic store) or the manifest digest (containerd store)."""
+    if info is None or info.id not in (record.config_digest, record.manifest_digest):
+        raise BuildError(f"{tag}: the engine holds {info.id if info else 'nothing'}, not config "
                          f"{record.config_digest} / manifest {record.manifest_digest}")
-    return Loaded(info.id, len(needed))
+    return Loaded(info.id, sent)
 
 
 def send(engine: Engine, store: Store, *, config: Path, config_digest: str, layers: Sequence[str],
