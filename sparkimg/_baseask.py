@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import Engine, Mount, RunLimits
-from .store import Store
+from sparkimg.engine import Engine, Mount, RunLimits
+from sparkimg.store import Store
 
 SCRIPTS = "/sparkimg/bin"  # the script, read-only
 ANSWERS = "/sparkimg/out"  # where it writes its answer

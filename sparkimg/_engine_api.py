@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from ._locations import docker_config
+from sparkimg._locations import docker_config
 
 # The daemon's version as the last answer's ``Server: Docker/VERSION (os)`` header gave it: what
 # ``docker version`` would ask for, known without another request.

@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import UsageError
+from sparkimg.errors import UsageError
 
 MiB = 1 << 20
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import FetchError, ResolveError
-from .store import Store
+from sparkimg.errors import FetchError, ResolveError
+from sparkimg.store import Store
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def describe(repo: Path, commit: str) -> dict[str, str]:
     stamp, sep, subject = proc.stdout.strip().partition("\0")
     if proc.returncode != 0 or not sep or not stamp.isdigit():
         return {}
-    from .formats.intoto import rfc3339
+    from sparkimg.formats.intoto import rfc3339
 
     return {"date": rfc3339(int(stamp)), "subject": subject}
 

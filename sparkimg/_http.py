@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from .errors import ResolveError
+from sparkimg.errors import ResolveError
 
 if TYPE_CHECKING:
     import requests

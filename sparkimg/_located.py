@@ -73,7 +73,7 @@ def remember(folder: FilePath, raw: bytes, located: Located) -> None:
     """Keep the parse of ``raw`` in ``folder`` (atomically), when JSON holds it exactly."""
     if not _plain(located.data):
         return
-    from .store import write_atomic
+    from sparkimg.store import write_atomic
 
     entry = {"format": CACHE_FORMAT, "data": located.data,
              "lines": [[list(p), line] for p, line in located.lines.items()],

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ._http import declared_length, read_within, request
-from .errors import ResolveError
-from .formats.canonical import loads
+from sparkimg._http import declared_length, read_within, request
+from sparkimg.errors import ResolveError
+from sparkimg.formats.canonical import loads
 
 # pip takes --platform tags literally (no older glibc versions implied), so every manylinux_2_N a
 # wheel may carry is listed, newest first (NVIDIA's CUDA wheels are manylinux_2_27, for one).

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within, request
-from ._locations import docker_config
-from .errors import ResolveError
-from .formats.canonical import loads
+from sparkimg._http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within, request
+from sparkimg._locations import docker_config
+from sparkimg.errors import ResolveError
+from sparkimg.formats.canonical import loads
 
 if TYPE_CHECKING:
     import requests

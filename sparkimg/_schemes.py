@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .errors import UsageError
-from .formats.scheme import BaseScheme
-from .store import Store
+from sparkimg.errors import UsageError
+from sparkimg.formats.scheme import BaseScheme
+from sparkimg.store import Store
 
 QUERY = Path(__file__).with_name("build") / "_scheme_query.py"  # the script the base's python3 runs
 QUERY_VERSION = 2  # bump when what the answer means changes (the script's sha256 is in the key too)

@@ -11,8 +11,8 @@ import posixpath
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from ._tars import open_archive
-from .errors import BuildError
+from sparkimg._tars import open_archive
+from sparkimg.errors import BuildError
 
 MAX_MEMBERS = 500_000
 MAX_BYTES = 8 << 30  # unpacked; vLLM 0.34.0's sdist unpacks to about 0.2 GiB

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from .errors import BuildError
+from sparkimg.errors import BuildError
 
 _HEADERS = ("--- ", "+++ ")
 _GIT_PATHS = ("rename from ", "rename to ", "copy from ", "copy to ")

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._files import inside, regular_file
-from .errors import UsageError
+from sparkimg._files import inside, regular_file
+from sparkimg.errors import UsageError
 
 IGNORED = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from ._located import MAX_BYTES, Located, Path, dotted
+from sparkimg._located import MAX_BYTES, Located, Path, dotted
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "Located", "Path", "Refused", "dotted", "load"]
 MAX_DEPTH = 64

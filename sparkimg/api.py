@@ -15,44 +15,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._locations import docker_config, signing_key_path
-from .errors import BuildError, EngineError, UsageError
-from .events import Collected, Event, Kind, Phase, Reporter, silent
+from sparkimg._locations import docker_config, signing_key_path
+from sparkimg.errors import BuildError, EngineError, UsageError
+from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
-    from .archive import Loaded, Saved
-    from .build.bounds import Budget, Overrides
-    from .build.check import CheckReport
-    from .build.image import BuildResult
-    from .engine import Engine
-    from .fetch import Fetched
-    from .formats.nightly import Entry as NightEntry
-    from .formats.statement import Descriptor, Statement
-    from .lock import Lock
-    from .nightly.history import History, Rolled
-    from .nightly.run import Night
-    from .nightly.run import Options as NightOptions
-    from .nightly.state import State as NightState
-    from .patches import SumProblem
-    from .plan import Plan
-    from .preflight import Verdict
-    from .prewarm.targets import Target
-    from .prewarm.verify import Report as CacheReport
-    from .prewarm.warm import Events as PrewarmEvents
-    from .prewarm.warm import Result as PrewarmResult
-    from .pull import Pulled
-    from .push import Pushed
-    from .receipts.emit import Emitted
-    from .receipts.runargs import RunArgs
-    from .receipts.verify import Report as ReceiptReport
-    from .signing.dsse import Envelope
-    from .signing.keys import PrivateKey
-    from .spec import Spec
-    from .store import Store
+    from sparkimg.archive import Loaded, Saved
+    from sparkimg.build.bounds import Budget, Overrides
+    from sparkimg.build.check import CheckReport
+    from sparkimg.build.image import BuildResult
+    from sparkimg.engine import Engine
+    from sparkimg.fetch import Fetched
+    from sparkimg.formats.nightly import Entry as NightEntry
+    from sparkimg.formats.statement import Descriptor, Statement
+    from sparkimg.lock import Lock
+    from sparkimg.nightly.history import History, Rolled
+    from sparkimg.nightly.run import Night
+    from sparkimg.nightly.run import Options as NightOptions
+    from sparkimg.nightly.state import State as NightState
+    from sparkimg.patches import SumProblem
+    from sparkimg.plan import Plan
+    from sparkimg.preflight import Verdict
+    from sparkimg.prewarm.targets import Target
+    from sparkimg.prewarm.verify import Report as CacheReport
+    from sparkimg.prewarm.warm import Events as PrewarmEvents
+    from sparkimg.prewarm.warm import Result as PrewarmResult
+    from sparkimg.pull import Pulled
+    from sparkimg.push import Pushed
+    from sparkimg.receipts.emit import Emitted
+    from sparkimg.receipts.runargs import RunArgs
+    from sparkimg.receipts.verify import Report as ReceiptReport
+    from sparkimg.signing.dsse import Envelope
+    from sparkimg.signing.keys import PrivateKey
+    from sparkimg.spec import Spec
+    from sparkimg.store import Store
 
 
 def _store(root: Path | None) -> Store:
-    from .store import Store
+    from sparkimg.store import Store
 
     return Store(root)
 
@@ -60,7 +60,7 @@ def _store(root: Path | None) -> Store:
 def load(spec_path: Path, report: Reporter = silent, store: Store | None = None) -> Spec:
     """The validated spec at ``spec_path`` (SpecError lists every problem); its warnings are reported.
     With a store, the YAML parse is remembered there by the file's sha256 (``_located``)."""
-    from .spec import load_spec
+    from sparkimg.spec import load_spec
 
     spec = load_spec(spec_path, parsed=store.root / "records" / "parsed" if store is not None else None)
     for warning in spec.warnings:
@@ -71,7 +71,7 @@ def load(spec_path: Path, report: Reporter = silent, store: Store | None = None)
 def engine(store: Store) -> Engine:
     """The engine, with the client chosen before remembered in the store (no probe while the
     client binaries are unchanged; the daemon is asked by the first operation)."""
-    from .engine import Engine
+    from sparkimg.engine import Engine
 
     return Engine.connect(remember=store.record_path("engine", "client"))
 
@@ -90,8 +90,8 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
     """Validate a spec, and its lock when there is one; with a lock, run the preflight on its
     vLLM sources (PreflightError when vLLM would collapse a requested architecture). No container
     runs; a vLLM source not yet in the store is fetched (verified by its pin) to be read."""
-    from . import lock as lock_mod
-    from . import preflight
+    from sparkimg import lock as lock_mod
+    from sparkimg import preflight
 
     spec = load(spec_path, report)
     if not lock_mod.lock_path(spec).exists():
@@ -104,7 +104,7 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
 def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (),
          report: Reporter = silent) -> Lock:
     """Resolve every mutable reference and write ``SPEC.lock.json``."""
-    from . import lock as lock_mod
+    from sparkimg import lock as lock_mod
 
     spec = load(spec_path, report)
     previous = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
@@ -114,8 +114,8 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
 
 def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
     """Fetch every locked input into the store and pull the base by digest."""
-    from . import lock as lock_mod
-    from .fetch import fetch as fetch_inputs
+    from sparkimg import lock as lock_mod
+    from sparkimg.fetch import fetch as fetch_inputs
 
     spec = load(spec_path, report)
     the_store = _store(store)
@@ -131,10 +131,10 @@ class Planned:
 def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Planned:
     """Each layer's key, whether it is built, and what changed since the last build. Without an
     engine the image shows as to build."""
-    from . import lock as lock_mod
-    from .build.image import built_image
-    from .plan import compute, image_key
-    from .preflight import run as run_preflight
+    from sparkimg import lock as lock_mod
+    from sparkimg.build.image import built_image
+    from sparkimg.plan import compute, image_key
+    from sparkimg.preflight import run as run_preflight
 
     spec = load(spec_path, report)
     the_store = _store(store)
@@ -152,13 +152,13 @@ def dockerfile(spec_path: Path, *, store: Path | None = None, report: Reporter =
     """The Dockerfile equivalent of the image sparkimg assembles (FROM the pinned base, the wheels
     installed by pip, the baked patch files, env and labels), for a person to read; it names the
     wheels each compile layer built, so those must be built."""
-    from . import lock as lock_mod
-    from .build.assemble import labels
-    from .build.dockerfile import dockerfile as text
-    from .build.dockerfile import wheels
-    from .build.image import compile_records
-    from .fetch import base_tag
-    from .plan import compute
+    from sparkimg import lock as lock_mod
+    from sparkimg.build.assemble import labels
+    from sparkimg.build.dockerfile import dockerfile as text
+    from sparkimg.build.dockerfile import wheels
+    from sparkimg.build.image import compile_records
+    from sparkimg.fetch import base_tag
+    from sparkimg.plan import compute
 
     the_store = _store(store)
     spec = load(spec_path, report, the_store)
@@ -207,7 +207,7 @@ class Built:
 
 def signing_key(path: Path | None) -> PrivateKey | None:
     """The key a build or prewarm signs with (``signing_key_path``), loaded."""
-    from .signing.keys import load_private
+    from sparkimg.signing.keys import load_private
 
     chosen = signing_key_path(path)
     return load_private(chosen) if chosen else None
@@ -216,11 +216,11 @@ def signing_key(path: Path | None) -> PrivateKey | None:
 def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Path | None = None,
           report: Reporter = silent) -> Built:
     """Fetch, compile in bounds, audit, assemble; then prewarm (when asked) and write the receipt."""
-    from . import lock as lock_mod
-    from .build.bounds import Overrides
-    from .build.image import build as build_image
-    from .build.image import described
-    from .receipts.emit import emit, has_statement
+    from sparkimg import lock as lock_mod
+    from sparkimg.build.bounds import Overrides
+    from sparkimg.build.image import build as build_image
+    from sparkimg.build.image import described
+    from sparkimg.receipts.emit import emit, has_statement
 
     started_ns = time.time_ns()
     said = Collected()  # what this build reports, kept for the no-op stamp
@@ -260,9 +260,9 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
            said: list[Event], started_ns: int) -> None:
     """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
     (``build.stamp``); after anything else, forget the stamp."""
-    from .build import stamp
-    from .receipts.emit import RECORDS
-    from .spec import PathSource
+    from sparkimg.build import stamp
+    from sparkimg.receipts.emit import RECORDS
+    from sparkimg.spec import PathSource
 
     where = stamp.location(store.root, spec.path)
     result = built.result
@@ -299,8 +299,8 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
 def _check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
                  report: Reporter) -> CheckReport:
     """``build --check``: every layer again from scratch, compared with the build just done."""
-    from .build.check import rebuild_and_compare
-    from .fetch import fetch_base
+    from sparkimg.build.check import rebuild_and_compare
+    from sparkimg.fetch import fetch_base
 
     plan = result.plan
     if result.oci is None:
@@ -319,11 +319,11 @@ class _Warmed:
 def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
                    key: PrivateKey | None, report: Reporter) -> _Warmed:
     """``build --prewarm``: the spec's kernel set, compiled inside the image just built."""
-    from .build.bounds import derive
-    from .prewarm.runner import runner_for
-    from .prewarm.targets import target_of_spec
-    from .prewarm.warm import prewarm as warm
-    from .prewarm.warm import receipt_entry
+    from sparkimg.build.bounds import derive
+    from sparkimg.prewarm.runner import runner_for
+    from sparkimg.prewarm.targets import target_of_spec
+    from sparkimg.prewarm.warm import prewarm as warm
+    from sparkimg.prewarm.warm import receipt_entry
 
     target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
     budget = derive(target.kernels.bounds, overrides, layer="prewarm")
@@ -342,13 +342,13 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it."""
     from datetime import UTC, datetime
 
-    from . import lock as lock_mod
-    from .build.assemble import image_record
-    from .fetch import base_image
-    from .plan import image_key
-    from .push import push as push_image
-    from .push import target_of
-    from .receipts.emit import receipt_path
+    from sparkimg import lock as lock_mod
+    from sparkimg.build.assemble import image_record
+    from sparkimg.fetch import base_image
+    from sparkimg.plan import image_key
+    from sparkimg.push import push as push_image
+    from sparkimg.push import target_of
+    from sparkimg.receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
     spec = load(spec_path, report)
@@ -373,8 +373,8 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
          store: Path | None = None, report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest."""
-    from .pull import pull as pull_image
-    from .signing.keys import load_public
+    from sparkimg.pull import pull as pull_image
+    from sparkimg.signing.keys import load_public
 
     trusted = load_public(key)
     return pull_image(reference, trusted, engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
@@ -389,19 +389,19 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     """Write the image a SPEC built (or a RECEIPT names) and its receipt to ``output``: an OCI image
     layout with Docker's ``manifest.json``, which ``docker load``, ``podman load`` and
     ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
-    from .archive import save as save_archive
-    from .build.assemble import image_record
-    from .formats.oci import BaseImage
-    from .receipts.verify import receipt_facts
-    from .spec.model import split_reference
+    from sparkimg.archive import save as save_archive
+    from sparkimg.build.assemble import image_record
+    from sparkimg.formats.oci import BaseImage
+    from sparkimg.receipts.verify import receipt_facts
+    from sparkimg.spec.model import split_reference
 
     the_store = _store(store)
     if source.suffix == ".json":
         envelope_path = source
     else:
-        from . import lock as lock_mod
-        from .plan import image_key
-        from .receipts.emit import receipt_path
+        from sparkimg import lock as lock_mod
+        from sparkimg.plan import image_key
+        from sparkimg.receipts.emit import receipt_path
 
         spec = load(source, report)
         envelope_path = receipt or receipt_path(spec, image_key(spec, lock_mod.load_checked(spec, the_store)))
@@ -435,8 +435,8 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
 def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,
                  receipt_out: Path | None = None, store: Path | None = None, report: Reporter = silent) -> Loaded:
     """Verify the receipt in the archive at ``path`` with the public ``key``, then load it and tag it."""
-    from .archive import load as load_file
-    from .signing.keys import load_public
+    from sparkimg.archive import load as load_file
+    from sparkimg.signing.keys import load_public
 
     trusted = load_public(key)
     the_store = _store(store)
@@ -449,21 +449,21 @@ def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str 
 
 def keygen(prefix: Path, *, force: bool = False) -> PrivateKey:
     """Write an ECDSA P-256 key pair: ``PREFIX.key`` (0600) and ``PREFIX.pub``."""
-    from .signing.keys import generate
+    from sparkimg.signing.keys import generate
 
     return generate(prefix, force=force)
 
 
 def patches_pin(folder: Path) -> dict[str, dict[str, str]]:
     """Write a patch set's MD5SUMS and SHA256SUMS; return each file's digests."""
-    from . import patches
+    from sparkimg import patches
 
     return patches.pin(folder)
 
 
 def patches_check(folder: Path) -> tuple[dict[str, dict[str, str]], list[SumProblem]]:
     """A patch set's files against its sums files: (files, mismatches)."""
-    from . import patches
+    from sparkimg import patches
 
     return patches.check(folder)
 
@@ -480,8 +480,8 @@ class ReceiptRequest:
 
 def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> ReceiptReport:
     """Check a receipt against the key, a recipe, the image and the patch files, stage by stage."""
-    from .receipts.verify import Request, local_image_of, verify
-    from .signing.keys import load_public
+    from sparkimg.receipts.verify import Request, local_image_of, verify
+    from sparkimg.signing.keys import load_public
 
     checked = Request(request.receipt, load_public(request.key), request.recipe, request.image, request.patches,
                       request.rehash)
@@ -503,8 +503,8 @@ class NodeRequest:
 def verify_node(request: NodeRequest, *, store: Path | None = None) -> ReceiptReport:
     """``verify-node``: signature, statement, recipe, the image in this node's engine by digest, the
     patch files, and the prewarmed cache (its quick check: signature, image, sizes)."""
-    from .receipts.verify import Check, Request, verify
-    from .signing.keys import load_public
+    from sparkimg.receipts.verify import Check, Request, verify
+    from sparkimg.signing.keys import load_public
 
     the_engine = engine(_store(store))
 
@@ -534,9 +534,9 @@ class Shown:
 
 def show_receipt(receipt: Path, key: Path | None = None) -> Shown:
     """A receipt's statement and dotted fields, and its signature's state when ``key`` is given."""
-    from .formats.statement import facts, load
-    from .signing import dsse
-    from .signing.keys import load_public
+    from sparkimg.formats.statement import facts, load
+    from sparkimg.signing import dsse
+    from sparkimg.signing.keys import load_public
 
     envelope = dsse.read(receipt)
     signature = "not checked (pass --key)"
@@ -549,8 +549,8 @@ def show_receipt(receipt: Path, key: Path | None = None) -> Shown:
 
 def run_args(receipt: Path, root: Path, key: Path | None = None, cache: Path | None = None) -> RunArgs:
     """The ``docker run`` arguments a receipt implies: read-only patch mounts and a warmed cache."""
-    from .receipts.runargs import run_args as receipt_args
-    from .signing.keys import load_public
+    from sparkimg.receipts.runargs import run_args as receipt_args
+    from sparkimg.signing.keys import load_public
 
     return receipt_args(receipt, root, load_public(key) if key else None, cache)
 
@@ -587,9 +587,9 @@ def _cache_of(request: PrewarmRequest) -> Path:
 
 
 def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
-    from .build.bounds import Overrides, derive
-    from .engine import Engine
-    from .prewarm import targets
+    from sparkimg.build.bounds import Overrides, derive
+    from sparkimg.engine import Engine
+    from sparkimg.prewarm import targets
 
     if request.runner != "host" and (request.image_id or request.python):
         raise UsageError("--image-id and --python go with --runner host",
@@ -615,8 +615,8 @@ def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
 
 def prewarm_list(request: PrewarmRequest, *, report: Reporter = silent) -> tuple[Target, PrewarmEvents]:
     """Resolve the kernel set where it will run; compile nothing."""
-    from .prewarm.runner import runner_for
-    from .prewarm.warm import list_modules
+    from sparkimg.prewarm.runner import runner_for
+    from sparkimg.prewarm.warm import list_modules
 
     setup = _prewarm_setup(request)
     runner = runner_for(request.runner, setup.target, engine=setup.engine, budget=setup.budget,
@@ -626,9 +626,9 @@ def prewarm_list(request: PrewarmRequest, *, report: Reporter = silent) -> tuple
 
 def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporter = silent) -> PrewarmResult:
     """Compile the kernel set into ``request.cache`` and write its (signed) manifest."""
-    from ._units import format_size
-    from .prewarm.runner import runner_for
-    from .prewarm.warm import prewarm as warm
+    from sparkimg._units import format_size
+    from sparkimg.prewarm.runner import runner_for
+    from sparkimg.prewarm.warm import prewarm as warm
 
     cache = _cache_of(request)
     setup = _prewarm_setup(request)
@@ -651,10 +651,10 @@ def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporte
 def prewarm_verify(request: PrewarmRequest, key: Path | None, *, quick: bool = False,
                    archs: Sequence[str] = ()) -> CacheReport:
     """Check a cache against its signed manifest and the image (``quick``: signature and sizes)."""
-    from .prewarm.runner import HostRunner, compile_path
-    from .prewarm.verify import Expect, verify
-    from .signing.keys import load_public
-    from .spec import Arch
+    from sparkimg.prewarm.runner import HostRunner, compile_path
+    from sparkimg.prewarm.verify import Expect, verify
+    from sparkimg.signing.keys import load_public
+    from sparkimg.spec import Arch
 
     cache = _cache_of(request)
     if key is None:
@@ -676,7 +676,7 @@ def nightly(spec_path: Path, options: NightOptions, *, store: Path | None = None
     """One night: re-resolve what moves into a candidate lock; unless nothing moved, build it in
     bounds, check, sign, push, and only then promote it. A failed night keeps the lock and image in
     service (``Night.exit_code`` 1)."""
-    from .nightly.run import Pipeline, run
+    from sparkimg.nightly.run import Pipeline, run
 
     the_store = _store(store)
 
@@ -689,28 +689,28 @@ def nightly(spec_path: Path, options: NightOptions, *, store: Path | None = None
 
 
 def _state(spec_path: Path, state: Path | None) -> NightState:
-    from .nightly.state import State, default_folder
+    from sparkimg.nightly.state import State, default_folder
 
     return State(state or default_folder(load(spec_path).path))
 
 
 def history(spec_path: Path, *, state: Path | None = None) -> History:
     """The nights kept for a spec, oldest first, and which one is in service."""
-    from .nightly.history import history as nights
+    from sparkimg.nightly.history import history as nights
 
     return nights(_state(spec_path, state))
 
 
 def promote(spec_path: Path, entry: str, *, state: Path | None = None) -> NightEntry:
     """Mark a built night known-good (after the operator's own qualification)."""
-    from .nightly.history import promote as mark
+    from sparkimg.nightly.history import promote as mark
 
     return mark(_state(spec_path, state), entry)
 
 
 def rollback(spec_path: Path, entry: str, *, state: Path | None = None, store: Path | None = None) -> Rolled:
     """Put a known-good night back in service: its lock, and the moving tag in the engine and registry."""
-    from .nightly.history import rollback as back
+    from sparkimg.nightly.history import rollback as back
 
     spec = load(spec_path)
     return back(spec, _state(spec_path, state), entry, engine(_store(store)))
@@ -721,7 +721,7 @@ def rollback(spec_path: Path, entry: str, *, state: Path | None = None, store: P
 
 def doctor() -> list[dict[str, Any]]:
     """What this machine can do: engine, cgroups, memory, nvcc, GPU, store."""
-    from .doctor import diagnose
+    from sparkimg.doctor import diagnose
 
     return diagnose()
 
@@ -735,7 +735,7 @@ class Cleaned:
 def clean(*, store: Path | None = None) -> Cleaned:
     """Remove what runs that died (kill -9) left: their containers, found by the owner label whose
     process is gone, and their leased work folders in the store (``Store`` sweeps those on open)."""
-    from .engine import Engine
+    from sparkimg.engine import Engine
 
     the_store = _store(store)
     return Cleaned(Engine.connect().reap_orphans(), the_store.swept + the_store.sweep())

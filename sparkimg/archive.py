@@ -29,14 +29,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._tars import open_archive
-from .engine import Engine, is_podman
-from .errors import EngineError, FetchError, SparkimgError, UsageError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats import oci
-from .formats.canonical import hex_of, sha256_prefixed
-from .signing.keys import PublicKey
-from .store import Store, fsync_dir
+from sparkimg._tars import open_archive
+from sparkimg.engine import Engine, is_podman
+from sparkimg.errors import EngineError, FetchError, SparkimgError, UsageError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import hex_of, sha256_prefixed
+from sparkimg.signing.keys import PublicKey
+from sparkimg.store import Store, fsync_dir
 
 _BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
 _FILES = ("oci-layout", "index.json", "manifest.json")
@@ -71,9 +71,9 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     """Write ``record`` (with its base's layers unless ``without_base``) and ``receipt`` to ``target``."""
     if not name or "@" in name:
         raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
-    from ._registry import ImageRef, RegistryClient
-    from .build.layer import Entry, write_tar
-    from .push import client_stream
+    from sparkimg._registry import ImageRef, RegistryClient
+    from sparkimg.build.layer import Entry, write_tar
+    from sparkimg.push import client_stream
 
     manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
     config = store.blob(hex_of(record.config_digest)).read_bytes()
@@ -186,7 +186,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
     name = tag or named
     if not name or name.startswith("-") or any(c.isspace() for c in name):
         raise UsageError(f"{path}: no usable name to tag the image as ({name!r})", hint="pass --tag REPO:TAG")
-    from .build.load import chain_ids, send
+    from sparkimg.build.load import chain_ids, send
 
     # The layers the engine has under the name already (a previous version) need not be sent;
     # the others the archive holds are sent; one it leaves out must be in the engine already.
@@ -216,7 +216,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
                           "removed, nothing tagged")
     engine.tag(info.id, name)
     if receipt_out is not None:
-        from .store import write_atomic
+        from sparkimg.store import write_atomic
 
         write_atomic(receipt_out, envelope)
     report(Event(Phase.LOAD, f"loaded {name}: {entry.manifest.digest}, config {config_digest}, "
@@ -228,7 +228,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
 def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, manifest_digest: str,
               config_digest: str, path: Path, report: Reporter) -> dict[str, Any]:
     """The verified receipt's facts; ``LoadRefused`` unless it verifies and names this manifest and config."""
-    from .receipts.verify import Request, receipt_facts, verify
+    from sparkimg.receipts.verify import Request, receipt_facts, verify
 
     receipt = work / "receipt.json"
     receipt.write_bytes(envelope)
@@ -312,6 +312,6 @@ def _blob(files: dict[str, Path], digest: str, what: str) -> bytes:
 
 
 def _sha256(path: Path) -> str:
-    from .store import sha256_file
+    from sparkimg.store import sha256_file
 
     return sha256_file(path)

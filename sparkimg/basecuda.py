@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._baseask import SCRIPTS, ask
-from .engine import Engine, RunLimits
-from .errors import BuildError
-from .events import Event, Kind, Phase, Reporter, silent
-from .store import Store
+from sparkimg._baseask import SCRIPTS, ask
+from sparkimg.engine import Engine, RunLimits
+from sparkimg.errors import BuildError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.store import Store
 
 RECORDS = "base-nvcc"
 VERSION = 1

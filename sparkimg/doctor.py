@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._units import format_size
-from .build.bounds import mem_available
-from .errors import SparkimgError
+from sparkimg._units import format_size
+from sparkimg.build.bounds import mem_available
+from sparkimg.errors import SparkimgError
 
 
 def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[s
 
 
 def diagnose() -> list[dict[str, Any]]:
-    from .engine import Engine
+    from sparkimg.engine import Engine
 
     checks = [_check("python", sys.version_info >= (3, 11), sys.version.split()[0])]
     try:
@@ -47,7 +47,7 @@ def diagnose() -> list[dict[str, Any]]:
     checks.append(_check("gpu", gpu, "nvidia-smi present" if gpu else "no GPU: compiles work, prewarm runs without "
                          "--gpus", required=False))
     try:
-        from .store import Store
+        from sparkimg.store import Store
 
         store = Store()
         checks.append(_check("store", True, str(store.root)))

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _engine_api as engine_api
-from ._files import identity
-from .errors import BuildError, EngineError
-from .formats.canonical import loads
+from sparkimg import _engine_api as engine_api
+from sparkimg._files import identity
+from sparkimg.errors import BuildError, EngineError
+from sparkimg.formats.canonical import loads
 
 LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
 
@@ -451,7 +451,7 @@ def _lease() -> Iterator[Path]:
     """A folder holding the file this process keeps an flock on while its container runs
     (``store.flock``); the kernel lets go of it when the process dies, however it dies, which
     the container can see. The folder is removed when the container is done."""
-    from .store import flock
+    from sparkimg.store import flock
 
     with tempfile.TemporaryDirectory(prefix="sparkimg-lease-") as folder:
         Path(folder).chmod(0o755)  # readable by the container's user, whoever that is
@@ -559,7 +559,7 @@ def _remembered(path: Path, identity: list[list[Any]]) -> Engine | None:
 
 
 def _remember(path: Path, identity: list[list[Any]], engine: Engine) -> None:
-    from .store import write_atomic
+    from sparkimg.store import write_atomic
 
     try:
         write_atomic(path, json.dumps({"identity": identity, "client": engine.client, "version": engine.version,

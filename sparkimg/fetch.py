@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from . import _tree
-from .errors import EngineError, FetchError, ResolveError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats.lock import PathPin, PypiPin, SourcePin
-from .store import CHUNK, Store
+from sparkimg import _tree
+from sparkimg.errors import EngineError, FetchError, ResolveError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats.lock import PathPin, PypiPin, SourcePin
+from sparkimg.store import CHUNK, Store
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .formats.oci import BaseImage
-    from .lock import Lock
-    from .spec import Spec
+    from sparkimg.engine import Engine
+    from sparkimg.formats.oci import BaseImage
+    from sparkimg.lock import Lock
+    from sparkimg.spec import Spec
 
 @dataclass(frozen=True)
 class Fetched:
@@ -55,7 +55,7 @@ def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report
             )
     tag = fetch_base(spec, lock, engine, report=report) if engine is not None else None
     if engine is not None and tag is not None and lock.toolchain.cuda == "base":
-        from .basecuda import identify
+        from sparkimg.basecuda import identify
 
         identify(engine, tag, lock.base.config_digest, store, report=report)
     return Fetched(blobs, patch_blobs, tag)
@@ -65,12 +65,12 @@ def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseIm
     """The pinned base's manifest and config bytes, from the store or else its registry (checked
     against the lock's digests). Its layers are not downloaded: the engine has them (``fetch_base``)
     and the image's manifest names them by their descriptors."""
-    from .formats.oci import BaseImage
+    from sparkimg.formats.oci import BaseImage
 
     base = lock.base
     manifest_hex, config_hex = base.manifest_digest.split(":", 1)[1], base.config_digest.split(":", 1)[1]
     if not (store.has(manifest_hex) and store.has(config_hex)):
-        from ._registry import RegistryClient
+        from sparkimg._registry import RegistryClient
 
         report(Event(Phase.FETCH, f"base manifest {base.repository}@{base.manifest_digest}"))
         client = RegistryClient()
@@ -131,7 +131,7 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     record = store.read_record("git", entry.commit)
     if record and store.has(record["archive"]):
         return str(record["archive"])
-    from . import _git  # a git source not yet in the store
+    from sparkimg import _git  # a git source not yet in the store
 
     report(Event(Phase.FETCH, f"archive {entry.url} {entry.commit[:12]}"))
     repo = _git.mirror(store, entry.url)
@@ -190,7 +190,7 @@ def _download(url: str) -> Iterator[bytes]:
         return
     import requests  # here, not at module level: importing it costs ~0.1 s that only downloads need
 
-    from ._pypi import index_credentials
+    from sparkimg._pypi import index_credentials
 
     try:
         with requests.get(url, stream=True, timeout=60, auth=index_credentials(url)) as response:

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, _tree
-from . import patches as patches_mod
-from ._files import MiB, read_input
-from .errors import LockError, ResolveError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats.canonical import loads, pretty, sha256_prefixed
-from .formats.intoto import rfc3339
-from .formats.lock import (
+from sparkimg import __version__, _tree
+from sparkimg import patches as patches_mod
+from sparkimg._files import MiB, read_input
+from sparkimg.errors import LockError, ResolveError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats.canonical import loads, pretty, sha256_prefixed
+from sparkimg.formats.intoto import rfc3339
+from sparkimg.formats.lock import (
     BasePin,
     GitPin,
     LockFile,
@@ -35,11 +35,11 @@ from .formats.lock import (
     ToolchainPin,
     TreeFile,
 )
-from .spec import CompileLayer, GitSource, PatchSet, PathSource, PypiSource, Spec
-from .store import Store, sha256_file, write_atomic
+from sparkimg.spec import CompileLayer, GitSource, PatchSet, PathSource, PypiSource, Spec
+from sparkimg.store import Store, sha256_file, write_atomic
 
 if TYPE_CHECKING:
-    from ._registry import RegistryClient
+    from sparkimg._registry import RegistryClient
 
 
 def lock_path(spec: Spec) -> Path:
@@ -122,7 +122,7 @@ def resolve(
     base = old.base if old is not None and keeps("base", old.base, base_spec) else None
     if base is None:
         report(Event(Phase.RESOLVE, f"resolving base {spec.base.reference}"))
-        from ._registry import RegistryClient
+        from sparkimg._registry import RegistryClient
 
         client = registry or RegistryClient()
         resolved = client.resolve(spec.base.repository, spec.base.digest or spec.base.tag or "", platform)
@@ -294,7 +294,7 @@ def _source_pins(name: str, source: GitSource | PypiSource, pin: SourcePin) -> l
         # ``version: latest`` pins whichever version the lock found: the file must be that version's.
         version = pin.version if source.moving else source.version
         if source.dist == "sdist":
-            from ._pypi import sdist_filename_matches
+            from sparkimg._pypi import sdist_filename_matches
 
             matches = sdist_filename_matches(pin.filename, source.package, version)
         else:
@@ -342,7 +342,7 @@ def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
 def base_python(store: Store, config_digest: str) -> str | None:
     """The base's Python version (3.12.3) as a build of it asked its interpreter (``pyscheme``,
     remembered by the store); None when no build has asked this base yet."""
-    from ._schemes import remembered
+    from sparkimg._schemes import remembered
 
     scheme = remembered(store, config_digest)
     return scheme.python_version if scheme is not None else None
@@ -350,7 +350,7 @@ def base_python(store: Store, config_digest: str) -> str | None:
 
 def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
                     entry_spec: dict[str, Any], *, python: str | None = None) -> SourcePin:
-    from . import _git, _pypi  # resolving only: a build reads the lock
+    from sparkimg import _git, _pypi  # resolving only: a build reads the lock
 
     if isinstance(source, GitSource):
         repo = _git.mirror(store, source.url)

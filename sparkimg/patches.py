@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._files import MiB, read_input, regular_file
-from .errors import UsageError
-from .store import write_atomic
+from sparkimg._files import MiB, read_input, regular_file
+from sparkimg.errors import UsageError
+from sparkimg.store import write_atomic
 
 MOUNTS = "mounts.txt"
 SUMS = {"md5": "MD5SUMS", "sha256": "SHA256SUMS"}

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .formats.canonical import digest_of
-from .formats.lock import PypiPin
-from .formats.record import LayerRecord
-from .lock import Lock
-from .spec import CompileLayer, Spec, substitute
-from .store import Store
+from sparkimg.formats.canonical import digest_of
+from sparkimg.formats.lock import PypiPin
+from sparkimg.formats.record import LayerRecord
+from sparkimg.lock import Lock
+from sparkimg.spec import CompileLayer, Spec, substitute
+from sparkimg.store import Store
 
 KEY_VERSION = "sparkimg-key/1"
 ASSEMBLY_VERSION = "sparkimg-assembly/2"  # 2: sparkimg writes the image (OCI layers), no Dockerfile

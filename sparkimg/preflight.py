@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _cmake, _sdist, _srcpatch
-from .errors import BuildError, PreflightError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats.canonical import digest_of
-from .formats.lock import GitPin, PathPin, PypiPin, SourcePin
-from .lock import Lock
-from .spec import CompileLayer, Spec
-from .store import Store
+from sparkimg import _cmake, _sdist, _srcpatch
+from sparkimg.errors import BuildError, PreflightError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats.canonical import digest_of
+from sparkimg.formats.lock import GitPin, PathPin, PypiPin, SourcePin
+from sparkimg.lock import Lock
+from sparkimg.spec import CompileLayer, Spec
+from sparkimg.store import Store
 
 VERSION = "sparkimg-preflight/1"
 RECORDS = "preflight"
@@ -136,7 +136,7 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
     started = time.monotonic()
     release = lock.toolchain.nvcc_version
     if release is None and lock.toolchain.cuda == "base":
-        from .basecuda import remembered
+        from sparkimg.basecuda import remembered
 
         asked = remembered(store, lock.base.config_digest)  # nvcc inside the base, asked by fetch
         release = asked.release if asked else None
@@ -179,7 +179,7 @@ def _build_files(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, pin:
         folder = spec.root / pin.path
         return {name: (folder / name).read_bytes() for name in wanted
                 if (folder / name).is_file() and not (folder / name).is_symlink()}
-    from .fetch import fetch_source
+    from sparkimg.fetch import fetch_source
 
     digest = fetch_source(spec, layer.source, pin, store, report)
     sdist = isinstance(pin, PypiPin) and pin.dist == "sdist"

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._registry import MANIFEST_TYPES, ImageRef, RegistryClient
-from .engine import Engine
-from .errors import EngineError, FetchError, ResolveError, SparkimgError, UsageError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats import oci
-from .formats.canonical import sha256_prefixed
-from .signing.keys import PublicKey
-from .spec.model import split_reference
+from sparkimg._registry import MANIFEST_TYPES, ImageRef, RegistryClient
+from sparkimg.engine import Engine
+from sparkimg.errors import EngineError, FetchError, ResolveError, SparkimgError, UsageError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import sha256_prefixed
+from sparkimg.signing.keys import PublicKey
+from sparkimg.spec.model import split_reference
 
 
 class PullRefused(SparkimgError):
@@ -81,7 +81,7 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if tag:
         engine.tag(pinned, local)
     if receipt_out is not None:
-        from .store import write_atomic
+        from sparkimg.store import write_atomic
 
         write_atomic(receipt_out, envelope)
     report(Event(Phase.PULL, f"{local}: {manifest_digest}, config {config_digest}, {len(diff_ids)} layers, "
@@ -94,7 +94,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
                       recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
     """The newest attached receipt that verifies and names this manifest: its artifact digest
     and its facts. None verifying is a refusal listing why each failed."""
-    from .receipts.verify import Request, receipt_facts, verify
+    from sparkimg.receipts.verify import Request, receipt_facts, verify
 
     candidates = _receipts(client, ref, manifest_digest)
     if not candidates:

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from ._registry import ImageRef, RegistryClient
-from .errors import ResolveError, UsageError
-from .events import Event, Kind, Phase, Reporter, silent
-from .formats import oci
-from .formats.canonical import hex_of, sha256_prefixed
-from .lock import Lock
-from .store import CHUNK, Store
+from sparkimg._registry import ImageRef, RegistryClient
+from sparkimg.errors import ResolveError, UsageError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import hex_of, sha256_prefixed
+from sparkimg.lock import Lock
+from sparkimg.store import CHUNK, Store
 
 UPLOAD_CHUNK = 32 * CHUNK  # bytes per PATCH
 

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ._files import identity
-from ._hashing import digest_file
-from ._locations import default_store
-from .errors import HashMismatchError, SparkimgError
-from .formats.canonical import loads, pretty
+from sparkimg._files import identity
+from sparkimg._hashing import digest_file
+from sparkimg._locations import default_store
+from sparkimg.errors import HashMismatchError, SparkimgError
+from sparkimg.formats.canonical import loads, pretty
 
 CHUNK = 1 << 20
 SWEEP_AGE_S = 30

@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import BuildError, FetchError
-from ..events import Event, Phase, Reporter
-from ..formats import kernels as kernel_label
-from ..formats import oci
-from ..formats.canonical import digest_of, hex_of, sha256_prefixed
-from ..formats.lock import PypiPin
-from ..formats.record import LayerRecord
-from ..formats.scheme import BaseScheme, canonical_name
-from ..plan import KEY_LABEL, Plan
-from ..spec import CompileLayer
-from ..store import Store
-from . import layer as layer_mod
+from sparkimg.errors import BuildError, FetchError
+from sparkimg.events import Event, Phase, Reporter
+from sparkimg.formats import kernels as kernel_label
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import digest_of, hex_of, sha256_prefixed
+from sparkimg.formats.lock import PypiPin
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.scheme import BaseScheme, canonical_name
+from sparkimg.plan import KEY_LABEL, Plan
+from sparkimg.spec import CompileLayer
+from sparkimg.store import Store
+from sparkimg.build import layer as layer_mod
 
 LAYER_VERSION = "sparkimg-layer/1"
 LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
@@ -132,7 +132,7 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
 def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
            scheme_of: Callable[[], BaseScheme]) -> list[_Work]:
     """The new layers, in order: one per spec layer, then one per baked patch set."""
-    from .._schemes import QUERY, record_name
+    from sparkimg._schemes import QUERY, record_name
 
     # What the base's scheme and folder links are is a function of the base and the query.
     scheme = record_name(plan.lock.base.config_digest, QUERY.read_bytes())
@@ -182,7 +182,7 @@ def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[l
 
 def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platform: str, store: Store,
                 scheme_of: Callable[[], BaseScheme]) -> _Work:
-    from .wheels import check_fits, installer_version, stage_wheels
+    from sparkimg.build.wheels import check_fits, installer_version, stage_wheels
 
     def entries(root: Path) -> list[layer_mod.Entry]:
         scheme = scheme_of()

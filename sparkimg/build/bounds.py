@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._units import format_size
-from ..errors import BudgetError
-from ..spec import Bounds
+from sparkimg._units import format_size
+from sparkimg.errors import BudgetError
+from sparkimg.spec import Bounds
 
 MEMINFO = Path("/proc/meminfo")
 

@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._hashing import sha256_of
-from ..engine import Engine
-from ..events import Event, Phase, Reporter
-from ..formats import oci
-from ..formats.canonical import hex_of
-from ..formats.record import LayerRecord
-from ..plan import Plan
-from ..spec import CompileLayer
-from ..store import Store
-from . import layer as layer_mod
-from .bounds import Overrides, derive
+from sparkimg._hashing import sha256_of
+from sparkimg.engine import Engine
+from sparkimg.events import Event, Phase, Reporter
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import hex_of
+from sparkimg.formats.record import LayerRecord
+from sparkimg.plan import Plan
+from sparkimg.spec import CompileLayer
+from sparkimg.store import Store
+from sparkimg.build import layer as layer_mod
+from sparkimg.build.bounds import Overrides, derive
 
 CHECK = "sparkimg-check/1"
 
@@ -90,10 +90,10 @@ def rebuild_and_compare(plan: Plan, records: dict[str, LayerRecord], first: oci.
     """Build ``plan`` again in a scratch store and compare with ``first`` (and ``records``)."""
     import time
 
-    from ..fetch import base_image, fetch
-    from .assemble import assemble
-    from .compile import compile_layer
-    from .pyscheme import base_scheme
+    from sparkimg.fetch import base_image, fetch
+    from sparkimg.build.assemble import assemble
+    from sparkimg.build.compile import compile_layer
+    from sparkimg.build.pyscheme import base_scheme
 
     started = time.monotonic()
     scratch_root = store.temp_dir("check.")

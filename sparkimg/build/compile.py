@@ -17,20 +17,20 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .. import _sdist, _srcpatch
-from .._units import format_size
-from ..engine import Engine, Mount, RunLimits
-from ..errors import AuditError, BuildError, LockError, OOMError
-from ..events import Event, Kind, Phase, Reporter
-from ..formats.canonical import loads
-from ..formats.lock import PypiPin
-from ..formats.record import LayerRecord, Metrics, Output
-from ..lock import Lock
-from ..plan import RECORDS, PlannedLayer
-from ..spec import CompileLayer, Spec, substitute
-from ..store import Store
-from . import audit, elfnames, wheelzip
-from .bounds import Budget
+from sparkimg import _sdist, _srcpatch
+from sparkimg._units import format_size
+from sparkimg.engine import Engine, Mount, RunLimits
+from sparkimg.errors import AuditError, BuildError, LockError, OOMError
+from sparkimg.events import Event, Kind, Phase, Reporter
+from sparkimg.formats.canonical import loads
+from sparkimg.formats.lock import PypiPin
+from sparkimg.formats.record import LayerRecord, Metrics, Output
+from sparkimg.lock import Lock
+from sparkimg.plan import RECORDS, PlannedLayer
+from sparkimg.spec import CompileLayer, Spec, substitute
+from sparkimg.store import Store
+from sparkimg.build import audit, elfnames, wheelzip
+from sparkimg.build.bounds import Budget
 
 # The first pid the layer's own processes get is PID_FLOOR + 1 (far above the handful a runtime uses).
 PID_FLOOR = 100

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..formats.lock import PypiPin
-from ..formats.record import LayerRecord
-from ..plan import ASSEMBLY_VERSION, Plan
-from ..store import Store
+from sparkimg.formats.lock import PypiPin
+from sparkimg.formats.record import LayerRecord
+from sparkimg.plan import ASSEMBLY_VERSION, Plan
+from sparkimg.store import Store
 
 WHEEL_DIR = "/tmp/sparkimg-wheels"
 

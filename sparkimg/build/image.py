@@ -11,17 +11,17 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import lock as lock_mod
-from ..engine import Engine
-from ..events import Event, Kind, Phase, Reporter, silent
-from ..formats.oci import ImageRecord
-from ..formats.record import LayerRecord
-from ..formats.scheme import BaseScheme
-from ..lock import Lock
-from ..plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
-from ..spec import CompileLayer, Spec
-from ..store import Store
-from .bounds import Overrides, derive
+from sparkimg import lock as lock_mod
+from sparkimg.engine import Engine
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.scheme import BaseScheme
+from sparkimg.lock import Lock
+from sparkimg.plan import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
+from sparkimg.spec import CompileLayer, Spec
+from sparkimg.store import Store
+from sparkimg.build.bounds import Overrides, derive
 
 BUILDER = "sparkimg-oci"  # what assembles the image: sparkimg itself, no Dockerfile
 
@@ -70,7 +70,7 @@ def described(result: BuildResult, store: Store, engine: Engine, report: Reporte
     """A no-op's result with what a fresh build records besides: the store entries of its inputs
     (fetched again where missing, with no engine needed) and the engine that built it. For a
     receipt written again after its statement was lost, so it carries the same fields."""
-    from ..fetch import fetch
+    from sparkimg.fetch import fetch
 
     fetched = fetch(result.plan.spec, result.plan.lock, store, None, report=report)
     return replace(result, blobs=dict(fetched.blobs),
@@ -99,22 +99,22 @@ def build(
     image_id = built_image(engine, spec, image_key(spec, lock))
     if image_id is not None:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
-        from .assemble import image_record
+        from sparkimg.build.assemble import image_record
 
         plan = compute(spec, lock, store, image_built=True).all_cached()
         return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
                            finished=time.time(), engine={"client": engine.version},
                            oci=_matching(image_record(store, plan.image.key), image_id))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
-    from ..fetch import fetch
-    from .assemble import image_record
+    from sparkimg.fetch import fetch
+    from sparkimg.build.assemble import image_record
 
     plan = compute(spec, lock, store)
     fetched = fetch(spec, lock, store, engine, report=report)
     # vLLM's own architecture selection, before any compile starts (answered from the store when
     # asked before): a collapse fails here in a second instead of at the audit hours later.
     if any(not plan.layer(layer.name).cached for layer in spec.layers if isinstance(layer, CompileLayer)):
-        from ..preflight import run as run_preflight
+        from sparkimg.preflight import run as run_preflight
 
         run_preflight(spec, lock, store, report=report)
     assert fetched.base_tag is not None
@@ -132,7 +132,7 @@ def build(
                 records[layer.name] = record
                 report(Event(Phase.COMPILE, f"compile {layer.name}: cached ({planned.key[:12]})", layer.name))
                 continue
-            from .compile import compile_layer  # only when a layer compiles: a patch-only build skips it
+            from sparkimg.build.compile import compile_layer  # only when a layer compiles: a patch-only build skips it
 
             budget = derive(layer.bounds, overrides, layer=layer.name)
             records[layer.name] = record = compile_layer(
@@ -176,9 +176,9 @@ def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord]
                       report: Reporter) -> tuple[ImageRecord, str]:
     """Write the image into the store (``assemble``) and load it into the engine; the record and
     the engine's name for the image."""
-    from ..fetch import base_image
-    from .assemble import assemble
-    from .load import load
+    from sparkimg.fetch import base_image
+    from sparkimg.build.assemble import assemble
+    from sparkimg.build.load import load
 
     base = base_image(plan.lock, store, report=report)
     record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report)
@@ -189,6 +189,6 @@ def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord]
 
 
 def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> BaseScheme:
-    from .pyscheme import base_scheme
+    from sparkimg.build.pyscheme import base_scheme
 
     return base_scheme(engine, base_tag, plan.lock.base.config_digest, store)

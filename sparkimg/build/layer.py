@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .._hashing import sha256_of
-from .._tars import open_archive
-from ..errors import BuildError
-from ..formats.oci import Descriptor, Layer
-from ..store import CHUNK, Store
+from sparkimg._hashing import sha256_of
+from sparkimg._tars import open_archive
+from sparkimg.errors import BuildError
+from sparkimg.formats.oci import Descriptor, Layer
+from sparkimg.store import CHUNK, Store
 
 GZIP_LEVEL = 6
 COMPRESSOR = f"gzip-{GZIP_LEVEL}/zlib-{zlib.ZLIB_RUNTIME_VERSION}"

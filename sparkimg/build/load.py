@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import Engine, ImageInfo
-from ..errors import BuildError, EngineError
-from ..events import Event, Kind, Phase, Reporter
-from ..formats import oci
-from ..formats.canonical import hex_of
-from ..store import Store
+from sparkimg.engine import Engine, ImageInfo
+from sparkimg.errors import BuildError, EngineError
+from sparkimg.events import Event, Kind, Phase, Reporter
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import hex_of
+from sparkimg.store import Store
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def _handoff(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.Ba
              report: Reporter) -> Loaded:
     """Have the daemon pull the image from the store through a loopback registry, then give it
     ``tag`` and drop the registry's name for it."""
-    from . import handoff
+    from sparkimg.build import handoff
 
     digests = [record.config_digest, *(d.digest for d in base.layers),
                *(layer.descriptor.digest for layer in record.layers)]

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from .._baseask import ANSWERS, SCRIPTS, ask
-from .._schemes import QUERY, RECORDS, record_name, remembered
-from ..engine import Engine, RunLimits
-from ..errors import BuildError, UsageError
-from ..formats.canonical import loads
-from ..formats.scheme import BaseScheme
-from ..store import Store
+from sparkimg._baseask import ANSWERS, SCRIPTS, ask
+from sparkimg._schemes import QUERY, RECORDS, record_name, remembered
+from sparkimg.engine import Engine, RunLimits
+from sparkimg.errors import BuildError, UsageError
+from sparkimg.formats.canonical import loads
+from sparkimg.formats.scheme import BaseScheme
+from sparkimg.store import Store
 
 LIMITS = RunLimits(memory=256 << 20, pids=64)
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from .. import _engine_api as engine_api
-from .._files import identity
-from .._locations import KEY_ENV, signing_key_path
+from sparkimg import __version__
+from sparkimg import _engine_api as engine_api
+from sparkimg._files import identity
+from sparkimg._locations import KEY_ENV, signing_key_path
 
 VERSION = 1
 KEY_LABEL = "dev.sparkimg.key"  # plan.KEY_LABEL; a test keeps the two equal
@@ -126,7 +126,7 @@ def read(path: Path) -> Stamp | None:
 
 
 def write(path: Path, stamp: Stamp) -> None:
-    from ..store import write_atomic
+    from sparkimg.store import write_atomic
 
     try:
         write_atomic(path, json.dumps(stamp.to_json(), sort_keys=True).encode())

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import BuildError
-from ..formats.scheme import SCHEME_KEYS, BaseScheme, InstalledDist, canonical_name, image_path
+from sparkimg.errors import BuildError
+from sparkimg.formats.scheme import SCHEME_KEYS, BaseScheme, InstalledDist, canonical_name, image_path
 
 INSTALLER = b"sparkimg\n"
 
@@ -193,7 +193,7 @@ def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
     from packaging.version import InvalidVersion
 
-    from .._pypi import PLATFORM_TAGS
+    from sparkimg._pypi import PLATFORM_TAGS
 
     try:
         tags = parse_wheel_filename(wheel)[3]

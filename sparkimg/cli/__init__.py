@@ -2,6 +2,6 @@
 ``commands`` (each handler parses, calls one ``sparkimg.api`` function and renders it),
 ``render`` (events and tables for a terminal, or JSON lines) and ``main``."""
 
-from .main import main
+from sparkimg.cli.main import main
 
 __all__ = ["main"]

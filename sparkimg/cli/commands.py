@@ -11,16 +11,16 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import api
-from .._units import format_size
-from ..build.bounds import Overrides
-from ..errors import UsageError
-from ..events import Reporter
-from ..formats.statement import RunMetadata
-from . import render
+from sparkimg import api
+from sparkimg._units import format_size
+from sparkimg.build.bounds import Overrides
+from sparkimg.errors import UsageError
+from sparkimg.events import Reporter
+from sparkimg.formats.statement import RunMetadata
+from sparkimg.cli import render
 
 if TYPE_CHECKING:
-    from ..receipts.verify import Report as ReceiptReport
+    from sparkimg.receipts.verify import Report as ReceiptReport
 
 
 def _reporter(args: argparse.Namespace) -> Reporter:
@@ -324,7 +324,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from ..nightly.run import Options
+    from sparkimg.nightly.run import Options
 
     overrides = Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
     options = Options(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep)

@@ -10,14 +10,14 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..errors import SparkimgError
-from .parser import parser
+from sparkimg.errors import SparkimgError
+from sparkimg.cli.parser import parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     if args.command == "build":
-        from .quick import noop_build
+        from sparkimg.cli.quick import noop_build
 
         try:
             answered = noop_build(args)
@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             answered = None
         if answered is not None:
             return answered
-    from . import commands, render
+    from sparkimg.cli import commands, render
 
     try:
         try:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .. import __version__
-from .._units import parse_size
+from sparkimg import __version__
+from sparkimg._units import parse_size
 
 EXAMPLES = {
     "check": "sparkimg check layers/demo.yaml",

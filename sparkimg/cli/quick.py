@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from .._locations import default_store
-from ..build import stamp
-from ..events import Event
-from . import render
+from sparkimg._locations import default_store
+from sparkimg.build import stamp
+from sparkimg.events import Event
+from sparkimg.cli import render
 
 
 def noop_build(args: argparse.Namespace) -> int | None:

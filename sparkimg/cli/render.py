@@ -15,11 +15,11 @@ import sys
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import SparkimgError
-from ..events import Event, Kind
+from sparkimg.errors import SparkimgError
+from sparkimg.events import Event, Kind
 
 if TYPE_CHECKING:
-    from ..build.check import CheckReport
+    from sparkimg.build.check import CheckReport
 
 Styled = tuple[str, str]  # (text, style)
 Cell = str | Styled

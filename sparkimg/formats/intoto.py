@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..errors import EnvelopeError
-from .canonical import loads
+from sparkimg.errors import EnvelopeError
+from sparkimg.formats.canonical import loads
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 

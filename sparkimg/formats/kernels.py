@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..errors import UsageError
-from ..spec import Arch, Bounds, KernelModule, KernelSet, Spec
-from .canonical import canonical, loads
+from sparkimg.errors import UsageError
+from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet, Spec
+from sparkimg.formats.canonical import canonical, loads
 
 LABEL = "dev.sparkimg.prewarm"
 

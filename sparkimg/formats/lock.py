@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import LockError
-from .paths import NAME, bare_name, clean_absolute, clean_relative
+from sparkimg.errors import LockError
+from sparkimg.formats.paths import NAME, bare_name, clean_absolute, clean_relative
 
 SCHEMA = "sparkimg-lock/v1"
 PLATFORMS = ("linux/amd64", "linux/arm64")

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import EnvelopeError
-from .intoto import STATEMENT_TYPE, parse_payload
+from sparkimg.errors import EnvelopeError
+from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
 
 PREDICATE_TYPE = "https://sparkimg.dev/prewarm/v1"
 

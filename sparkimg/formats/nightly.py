@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..errors import UsageError
+from sparkimg.errors import UsageError
 
 ENTRY_SCHEMA = "sparkimg-nightly-entry/v1"
 REPORT_SCHEMA = "sparkimg-nightly-report/v1"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import FetchError
-from .canonical import sha256_prefixed
+from sparkimg.errors import FetchError
+from sparkimg.formats.canonical import sha256_prefixed
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..spec.checker import closest
-from ..spec.model import dotted_arch
+from sparkimg.errors import UsageError
+from sparkimg.spec.checker import closest
+from sparkimg.spec.model import dotted_arch
 
 SCHEMA = "sparkimg-recipe/v1"
 SPARKRING = "sparkring-recipe/v1"

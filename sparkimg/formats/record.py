@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from sparkimg.errors import UsageError
 
 
 @dataclass(frozen=True)

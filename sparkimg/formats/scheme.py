@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UsageError
+from sparkimg.errors import UsageError
 
 SCHEMA = "sparkimg-scheme/v2"  # 2: links
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "headers")

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import EnvelopeError
-from .intoto import STATEMENT_TYPE, parse_payload
+from sparkimg.errors import EnvelopeError
+from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
 
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://sparkimg.dev/buildtypes/image/v1"

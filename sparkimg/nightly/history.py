@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import lock as lock_mod
-from ..engine import Engine
-from ..errors import UsageError
-from ..formats.canonical import sha256_prefixed
-from ..formats.nightly import Entry
-from ..spec import Spec
-from ..store import write_atomic
-from .state import State
-from .tags import MOVING_TAG, engine_tag, moved_back
+from sparkimg import lock as lock_mod
+from sparkimg.engine import Engine
+from sparkimg.errors import UsageError
+from sparkimg.formats.canonical import sha256_prefixed
+from sparkimg.formats.nightly import Entry
+from sparkimg.spec import Spec
+from sparkimg.store import write_atomic
+from sparkimg.nightly.state import State
+from sparkimg.nightly.tags import MOVING_TAG, engine_tag, moved_back
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def rollback(spec: Spec, state: State, entry_id: str, engine: Engine) -> Rolled:
 
 def _spec_digest(raw: bytes) -> str | None:
     """The spec digest a lock's bytes record (None when they are no lock)."""
-    from ..formats.canonical import loads
+    from sparkimg.formats.canonical import loads
 
     try:
         found = loads(raw).get("spec", {}).get("digest")

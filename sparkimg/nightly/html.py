@@ -17,11 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .._units import format_size
-from ..errors import UsageError
-from ..formats.canonical import pretty
-from ..store import write_atomic
-from . import plots
+from sparkimg._units import format_size
+from sparkimg.errors import UsageError
+from sparkimg.formats.canonical import pretty
+from sparkimg.store import write_atomic
+from sparkimg.nightly import plots
 
 SCHEMA = "sparkimg-nightly-report/v1"
 TEXT_MAX = 1000  # characters of one string shown; report.json beside the page has all of it

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..formats.lock import BasePin, GitPin, LockFile, PathPin, PypiPin, SourcePin
-from ..formats.nightly import Moved
-from ..lock import Lock
-from ..plan import key_of, layer_inputs
-from ..spec import GitSource, PypiSource, Spec
-from ..store import Store
+from sparkimg.formats.lock import BasePin, GitPin, LockFile, PathPin, PypiPin, SourcePin
+from sparkimg.formats.nightly import Moved
+from sparkimg.lock import Lock
+from sparkimg.plan import key_of, layer_inputs
+from sparkimg.spec import GitSource, PypiSource, Spec
+from sparkimg.store import Store
 
 
 def moving_inputs(spec: Spec) -> list[str]:
@@ -132,22 +132,22 @@ def details(change: Change, spec: Spec, store: Store) -> Moved:
 def _detail(pin: BasePin | SourcePin, spec: Spec, store: Store) -> dict[str, Any]:
     import requests
 
-    from ..errors import SparkimgError
+    from sparkimg.errors import SparkimgError
 
     try:
         if isinstance(pin, GitPin):
-            from .. import _git
+            from sparkimg import _git
 
             return _git.describe(_git.mirror_path(store, pin.url), pin.commit)
         if isinstance(pin, BasePin):
-            from .._registry import RegistryClient
+            from sparkimg._registry import RegistryClient
 
             _, config = RegistryClient().inspect(pin.repository, pin.manifest_digest, pin.platform)
             created = config.get("created")
             return {"date": created, "config": pin.config_digest} if isinstance(created, str) \
                 else {"config": pin.config_digest}
         if isinstance(pin, PypiPin):
-            from .. import _pypi
+            from sparkimg import _pypi
 
             uploaded = _pypi.upload_time(pin.package, pin.filename)
             return {"date": uploaded, "sha256": pin.sha256} if uploaded else {"sha256": pin.sha256}

@@ -7,10 +7,10 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 
-from .._registry import MANIFEST_TYPES, ImageRef, RegistryClient
-from ..engine import Engine
-from ..errors import ResolveError, UsageError
-from ..spec import Spec
+from sparkimg._registry import MANIFEST_TYPES, ImageRef, RegistryClient
+from sparkimg.engine import Engine
+from sparkimg.errors import ResolveError, UsageError
+from sparkimg.spec import Spec
 
 MOVING_TAG = "nightly"
 
@@ -33,7 +33,7 @@ def point_engine(engine: Engine, spec: Spec, reference: str) -> str:
 def point_registry(repository: str, manifest: str, *, client: RegistryClient | None = None) -> None:
     """Point ``repository``'s moving tag at the manifest ``manifest`` it already holds (the
     manifest's bytes are read by digest and written again under the tag: its digest is unchanged)."""
-    from ..push import put_manifest
+    from sparkimg.push import put_manifest
 
     client = client or RegistryClient()
     raw = client.manifest_bytes(repository, manifest)

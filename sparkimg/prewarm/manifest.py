@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..engine import Mount
-from ..formats.canonical import canonical
-from ..formats.intoto import rfc3339
-from ..formats.manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
-from ..signing import dsse
-from ..signing.keys import PrivateKey
-from ..signing.signed import write_signed
+from sparkimg import __version__
+from sparkimg.engine import Mount
+from sparkimg.formats.canonical import canonical
+from sparkimg.formats.intoto import rfc3339
+from sparkimg.formats.manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PrivateKey
+from sparkimg.signing.signed import write_signed
 
 __all__ = ["HINT", "NAME", "PREDICATE_TYPE", "load", "path_of", "read", "statement", "write"]
 

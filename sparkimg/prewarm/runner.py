@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._units import format_size
-from ..build.bounds import Budget
-from ..engine import Engine, Mount, RunLimits
-from ..errors import OOMError, UsageError
+from sparkimg._units import format_size
+from sparkimg.build.bounds import Budget
+from sparkimg.engine import Engine, Mount, RunLimits
+from sparkimg.errors import OOMError, UsageError
 
 if TYPE_CHECKING:
-    from .targets import Target
+    from sparkimg.prewarm.targets import Target
 
 WORKER = Path(__file__).with_name("worker.py")
 CONTAINER_BASE = "/var/cache/sparkimg/flashinfer"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SparkimgError
-from ..signing.keys import PublicKey
-from . import manifest
-from .verify import Expect, verify
+from sparkimg.errors import SparkimgError
+from sparkimg.signing.keys import PublicKey
+from sparkimg.prewarm import manifest
+from sparkimg.prewarm.verify import Expect, verify
 
 
 class CacheMismatchError(SparkimgError):

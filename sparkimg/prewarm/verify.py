@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._hashing import hash_many
-from ..build import audit
-from ..formats.manifest import CachedFile, CachedModule, PrewarmManifest
-from ..signing.keys import PublicKey
-from ..spec import Arch
-from . import manifest
+from sparkimg._hashing import hash_many
+from sparkimg.build import audit
+from sparkimg.formats.manifest import CachedFile, CachedModule, PrewarmManifest
+from sparkimg.signing.keys import PublicKey
+from sparkimg.spec import Arch
+from sparkimg.prewarm import manifest
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._hashing import digest_file
-from ..build.bounds import Budget
-from ..errors import BuildError
-from ..events import Event, Figure, Kind, Phase, Reporter, silent
-from ..formats.canonical import loads
-from ..formats.statement import Descriptor
-from ..signing.keys import PrivateKey
-from . import manifest
-from .runner import Runner
-from .targets import Target
-from .worker import EVENT, JOURNAL
+from sparkimg._hashing import digest_file
+from sparkimg.build.bounds import Budget
+from sparkimg.errors import BuildError
+from sparkimg.events import Event, Figure, Kind, Phase, Reporter, silent
+from sparkimg.formats.canonical import loads
+from sparkimg.formats.statement import Descriptor
+from sparkimg.signing.keys import PrivateKey
+from sparkimg.prewarm import manifest
+from sparkimg.prewarm.runner import Runner
+from sparkimg.prewarm.targets import Target
+from sparkimg.prewarm.worker import EVENT, JOURNAL
 
 
 @dataclass

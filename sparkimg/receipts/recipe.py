@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
-from .. import _yamlpos
-from .. import lock as lock_mod
-from .. import patches as patches_mod
-from .._files import read_input
-from ..formats.recipe import (
+from sparkimg import _yamlpos
+from sparkimg import lock as lock_mod
+from sparkimg import patches as patches_mod
+from sparkimg._files import read_input
+from sparkimg.formats.recipe import (
     COMMIT_PIN,
     EXPECT_KEYS,
     RECIPE_KEYS,
@@ -36,12 +36,12 @@ from ..formats.recipe import (
     mapping,
     source_pins,
 )
-from ..formats.statement import dependency_facts, facts
-from ..formats.statement import load as load_statement
-from ..signing import dsse
-from ..signing.keys import PublicKey
-from ..spec import load_spec
-from .statement import dependencies
+from sparkimg.formats.statement import dependency_facts, facts
+from sparkimg.formats.statement import load as load_statement
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PublicKey
+from sparkimg.spec import load_spec
+from sparkimg.receipts.statement import dependencies
 
 
 def load(path: Path, trusted: PublicKey) -> Recipe:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._hashing import hash_many
-from ..errors import SparkimgError
-from ..formats.statement import load
-from ..prewarm.serving import CacheArgs, cache_args
-from ..signing import dsse
-from ..signing.keys import PublicKey
+from sparkimg._hashing import hash_many
+from sparkimg.errors import SparkimgError
+from sparkimg.formats.statement import load
+from sparkimg.prewarm.serving import CacheArgs, cache_args
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PublicKey
 
 
 class RunArgsError(SparkimgError):

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__
-from ..formats.canonical import hex_of
-from ..formats.intoto import rfc3339
-from ..formats.lock import GitPin, PypiPin
-from ..formats.oci import ImageRecord
-from ..formats.record import LayerRecord
-from ..formats.statement import Descriptor, RunMetadata, Statement, Subject
-from ..lock import Lock
-from ..spec import CompileLayer, Spec
+from sparkimg import __version__
+from sparkimg.formats.canonical import hex_of
+from sparkimg.formats.intoto import rfc3339
+from sparkimg.formats.lock import GitPin, PypiPin
+from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, Subject
+from sparkimg.lock import Lock
+from sparkimg.spec import CompileLayer, Spec
 
 
 def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,

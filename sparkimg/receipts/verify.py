@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import patches as patches_mod
-from .._hashing import hash_many
-from .._registry import RegistryClient
-from ..errors import EngineError, ResolveError, UsageError
-from ..formats.canonical import loads
-from ..formats.recipe import Recipe
-from ..formats.statement import Statement, facts, schema_problems
-from ..plan import KEY_LABEL
-from ..signing import dsse
-from ..signing.keys import PublicKey
-from ..spec import split_reference
-from ..store import Store
-from . import recipe as recipe_mod
+from sparkimg import patches as patches_mod
+from sparkimg._hashing import hash_many
+from sparkimg._registry import RegistryClient
+from sparkimg.errors import EngineError, ResolveError, UsageError
+from sparkimg.formats.canonical import loads
+from sparkimg.formats.recipe import Recipe
+from sparkimg.formats.statement import Statement, facts, schema_problems
+from sparkimg.plan import KEY_LABEL
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PublicKey
+from sparkimg.spec import split_reference
+from sparkimg.store import Store
+from sparkimg.receipts import recipe as recipe_mod
 
 # Image labels that must agree with the receipt: label -> receipt field.
 LABELS = {
@@ -291,7 +291,7 @@ def store_checks(store: Store, statement: Statement) -> list[Check]:
 def local_image_of(reference: str) -> tuple[str, dict[str, str]] | None:
     """(image ID, labels) from the local engine, or None when it is absent or there is no engine
     to ask (then the registry answers); an engine that connects and then fails is an error."""
-    from ..engine import Engine
+    from sparkimg.engine import Engine
 
     try:
         engine = Engine.connect()

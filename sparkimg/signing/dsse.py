@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import MiB, read_input
-from ..errors import EnvelopeError, UsageError
-from ..formats.canonical import loads
-from .keys import PrivateKey, PublicKey
+from sparkimg._files import MiB, read_input
+from sparkimg.errors import EnvelopeError, UsageError
+from sparkimg.formats.canonical import loads
+from sparkimg.signing.keys import PrivateKey, PublicKey
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 

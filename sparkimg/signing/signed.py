@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SparkimgError, UsageError
-from ..store import write_atomic
-from . import dsse
-from .keys import PrivateKey
+from sparkimg.errors import SparkimgError, UsageError
+from sparkimg.store import write_atomic
+from sparkimg.signing import dsse
+from sparkimg.signing.keys import PrivateKey
 
 
 class DowngradeError(SparkimgError):

@@ -6,9 +6,9 @@ models, ``checker`` collects problems, ``sections`` validates (pure), ``disk`` r
 build tree, ``load`` puts them together.
 """
 
-from .checker import PLACEHOLDER, Checker
-from .load import load_spec
-from .model import (
+from sparkimg.spec.checker import PLACEHOLDER, Checker
+from sparkimg.spec.load import load_spec
+from sparkimg.spec.model import (
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,

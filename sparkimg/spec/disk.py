@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._files import regular_file
-from ..errors import UsageError
-from ..patches import numbered_lines
-from .checker import Checker, KeyPath
-from .model import PatchFile
+from sparkimg._files import regular_file
+from sparkimg.errors import UsageError
+from sparkimg.patches import numbered_lines
+from sparkimg.spec.checker import Checker, KeyPath
+from sparkimg.spec.model import PatchFile
 
 
 class BuildTree:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .. import _located
-from .._files import read_input
-from ..errors import SpecError, UsageError
-from .checker import Checker, type_name
-from .disk import BuildTree
-from .model import Spec
-from .sections import validate
+from sparkimg import _located
+from sparkimg._files import read_input
+from sparkimg.errors import SpecError, UsageError
+from sparkimg.spec.checker import Checker, type_name
+from sparkimg.spec.disk import BuildTree
+from sparkimg.spec.model import Spec
+from sparkimg.spec.sections import validate
 
 
 def load_spec(path: str | Path, *, allow_placeholders: bool = False, parsed: Path | None = None) -> Spec:
@@ -57,7 +57,7 @@ def _parse(raw: bytes, display: str) -> _located.Located:
     """The YAML parse with positions; PyYAML is imported only here, when a parse is needed."""
     import yaml
 
-    from .. import _yamlpos
+    from sparkimg import _yamlpos
 
     try:
         return _yamlpos.load(raw.decode("utf-8"))

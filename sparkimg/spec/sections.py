@@ -15,11 +15,11 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from .._units import parse_size
-from ..formats.paths import NAME, clean_absolute
-from ..prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
-from .checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
-from .model import (
+from sparkimg._units import parse_size
+from sparkimg.formats.paths import NAME, clean_absolute
+from sparkimg.prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
+from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
+from sparkimg.spec.model import (
     ARCH_TEXT,
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
