@@ -87,15 +87,15 @@ def copy_demo(into: Path) -> Path:
 
 def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     """Time `docker build` of the generated Dockerfile and context, after one warm-up build."""
-    from sparkimg import lock as lock_mod
-    from sparkimg.build.assemble import labels
-    from sparkimg.build.dockerfile import write_context
-    from sparkimg.build.image import compile_records
-    from sparkimg.engine import Engine
-    from sparkimg.fetch import base_tag
-    from sparkimg.plan import compute
+    from sparkimg.engine.docker import Engine
+    from sparkimg.fetch.inputs import base_tag
+    from sparkimg.image.assemble import labels
+    from sparkimg.image.dockerfile import write_context
+    from sparkimg.image.image import compile_records
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.plan.keys import compute
     from sparkimg.spec import load_spec
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     spec = load_spec(spec_path)
     lock = lock_mod.load(spec)

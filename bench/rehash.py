@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkimg._hashing import hash_many
+from sparkimg._internal.fs.hashing import hash_many
 from sparkimg.formats.statement import Descriptor, Statement, Subject
 from sparkimg.receipts.verify import store_checks
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 
 def timed(run: Any) -> float:

@@ -15,44 +15,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sparkimg._locations import docker_config, signing_key_path
+from sparkimg._internal.locations import docker_config, signing_key_path
 from sparkimg.errors import BuildError, EngineError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
-    from sparkimg.archive import Loaded, Saved
-    from sparkimg.build.bounds import Budget, Overrides
-    from sparkimg.build.check import CheckReport
-    from sparkimg.build.image import BuildResult
-    from sparkimg.engine import Engine
-    from sparkimg.fetch import Fetched
+    from sparkimg.distribution.archive import Loaded, Saved
+    from sparkimg.distribution.pull import Pulled
+    from sparkimg.distribution.push import Pushed
+    from sparkimg.engine.docker import Engine
+    from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
     from sparkimg.formats.statement import Descriptor, Statement
-    from sparkimg.lock import Lock
+    from sparkimg.image.bounds import Budget, Overrides
+    from sparkimg.image.check import CheckReport
+    from sparkimg.image.image import BuildResult
+    from sparkimg.lock.resolve import Lock
     from sparkimg.nightly.history import History, Rolled
     from sparkimg.nightly.run import Night
     from sparkimg.nightly.run import Options as NightOptions
     from sparkimg.nightly.state import State as NightState
-    from sparkimg.patches import SumProblem
-    from sparkimg.plan import Plan
-    from sparkimg.preflight import Verdict
+    from sparkimg.patches.sums import SumProblem
+    from sparkimg.plan.keys import Plan
     from sparkimg.prewarm.targets import Target
     from sparkimg.prewarm.verify import Report as CacheReport
     from sparkimg.prewarm.warm import Events as PrewarmEvents
     from sparkimg.prewarm.warm import Result as PrewarmResult
-    from sparkimg.pull import Pulled
-    from sparkimg.push import Pushed
     from sparkimg.receipts.emit import Emitted
     from sparkimg.receipts.runargs import RunArgs
     from sparkimg.receipts.verify import Report as ReceiptReport
     from sparkimg.signing.dsse import Envelope
     from sparkimg.signing.keys import PrivateKey
+    from sparkimg.source.preflight import Verdict
     from sparkimg.spec import Spec
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
 
 def _store(root: Path | None) -> Store:
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     return Store(root)
 
@@ -71,7 +71,7 @@ def load(spec_path: Path, report: Reporter = silent, store: Store | None = None)
 def engine(store: Store) -> Engine:
     """The engine, with the client chosen before remembered in the store (no probe while the
     client binaries are unchanged; the daemon is asked by the first operation)."""
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
 
     return Engine.connect(remember=store.record_path("engine", "client"))
 
@@ -90,8 +90,8 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
     """Validate a spec, and its lock when there is one; with a lock, run the preflight on its
     vLLM sources (PreflightError when vLLM would collapse a requested architecture). No container
     runs; a vLLM source not yet in the store is fetched (verified by its pin) to be read."""
-    from sparkimg import lock as lock_mod
-    from sparkimg import preflight
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.source import preflight
 
     spec = load(spec_path, report)
     if not lock_mod.lock_path(spec).exists():
@@ -104,7 +104,7 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
 def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (),
          report: Reporter = silent) -> Lock:
     """Resolve every mutable reference and write ``SPEC.lock.json``."""
-    from sparkimg import lock as lock_mod
+    from sparkimg.lock import resolve as lock_mod
 
     spec = load(spec_path, report)
     previous = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
@@ -114,8 +114,8 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
 
 def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
     """Fetch every locked input into the store and pull the base by digest."""
-    from sparkimg import lock as lock_mod
-    from sparkimg.fetch import fetch as fetch_inputs
+    from sparkimg.fetch.inputs import fetch as fetch_inputs
+    from sparkimg.lock import resolve as lock_mod
 
     spec = load(spec_path, report)
     the_store = _store(store)
@@ -131,10 +131,10 @@ class Planned:
 def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Planned:
     """Each layer's key, whether it is built, and what changed since the last build. Without an
     engine the image shows as to build."""
-    from sparkimg import lock as lock_mod
-    from sparkimg.build.image import built_image
-    from sparkimg.plan import compute, image_key
-    from sparkimg.preflight import run as run_preflight
+    from sparkimg.image.image import built_image
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.plan.keys import compute, image_key
+    from sparkimg.source.preflight import run as run_preflight
 
     spec = load(spec_path, report)
     the_store = _store(store)
@@ -152,13 +152,13 @@ def dockerfile(spec_path: Path, *, store: Path | None = None, report: Reporter =
     """The Dockerfile equivalent of the image sparkimg assembles (FROM the pinned base, the wheels
     installed by pip, the baked patch files, env and labels), for a person to read; it names the
     wheels each compile layer built, so those must be built."""
-    from sparkimg import lock as lock_mod
-    from sparkimg.build.assemble import labels
-    from sparkimg.build.dockerfile import dockerfile as text
-    from sparkimg.build.dockerfile import wheels
-    from sparkimg.build.image import compile_records
-    from sparkimg.fetch import base_tag
-    from sparkimg.plan import compute
+    from sparkimg.fetch.inputs import base_tag
+    from sparkimg.image.assemble import labels
+    from sparkimg.image.dockerfile import dockerfile as text
+    from sparkimg.image.dockerfile import wheels
+    from sparkimg.image.image import compile_records
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.plan.keys import compute
 
     the_store = _store(store)
     spec = load(spec_path, report, the_store)
@@ -216,10 +216,10 @@ def signing_key(path: Path | None) -> PrivateKey | None:
 def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Path | None = None,
           report: Reporter = silent) -> Built:
     """Fetch, compile in bounds, audit, assemble; then prewarm (when asked) and write the receipt."""
-    from sparkimg import lock as lock_mod
-    from sparkimg.build.bounds import Overrides
-    from sparkimg.build.image import build as build_image
-    from sparkimg.build.image import described
+    from sparkimg.image.bounds import Overrides
+    from sparkimg.image.image import build as build_image
+    from sparkimg.image.image import described
+    from sparkimg.lock import resolve as lock_mod
     from sparkimg.receipts.emit import emit, has_statement
 
     started_ns = time.time_ns()
@@ -260,7 +260,7 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
            said: list[Event], started_ns: int) -> None:
     """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
     (``build.stamp``); after anything else, forget the stamp."""
-    from sparkimg.build import stamp
+    from sparkimg.image import stamp
     from sparkimg.receipts.emit import RECORDS
     from sparkimg.spec import PathSource
 
@@ -299,8 +299,8 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
 def _check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
                  report: Reporter) -> CheckReport:
     """``build --check``: every layer again from scratch, compared with the build just done."""
-    from sparkimg.build.check import rebuild_and_compare
-    from sparkimg.fetch import fetch_base
+    from sparkimg.fetch.inputs import fetch_base
+    from sparkimg.image.check import rebuild_and_compare
 
     plan = result.plan
     if result.oci is None:
@@ -319,7 +319,7 @@ class _Warmed:
 def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
                    key: PrivateKey | None, report: Reporter) -> _Warmed:
     """``build --prewarm``: the spec's kernel set, compiled inside the image just built."""
-    from sparkimg.build.bounds import derive
+    from sparkimg.image.bounds import derive
     from sparkimg.prewarm.runner import runner_for
     from sparkimg.prewarm.targets import target_of_spec
     from sparkimg.prewarm.warm import prewarm as warm
@@ -342,12 +342,12 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it."""
     from datetime import UTC, datetime
 
-    from sparkimg import lock as lock_mod
-    from sparkimg.build.assemble import image_record
-    from sparkimg.fetch import base_image
-    from sparkimg.plan import image_key
-    from sparkimg.push import push as push_image
-    from sparkimg.push import target_of
+    from sparkimg.distribution.push import push as push_image
+    from sparkimg.distribution.push import target_of
+    from sparkimg.fetch.inputs import base_image
+    from sparkimg.image.assemble import image_record
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.plan.keys import image_key
     from sparkimg.receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
@@ -373,7 +373,7 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
          store: Path | None = None, report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest."""
-    from sparkimg.pull import pull as pull_image
+    from sparkimg.distribution.pull import pull as pull_image
     from sparkimg.signing.keys import load_public
 
     trusted = load_public(key)
@@ -389,9 +389,9 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     """Write the image a SPEC built (or a RECEIPT names) and its receipt to ``output``: an OCI image
     layout with Docker's ``manifest.json``, which ``docker load``, ``podman load`` and
     ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
-    from sparkimg.archive import save as save_archive
-    from sparkimg.build.assemble import image_record
+    from sparkimg.distribution.archive import save as save_archive
     from sparkimg.formats.oci import BaseImage
+    from sparkimg.image.assemble import image_record
     from sparkimg.receipts.verify import receipt_facts
     from sparkimg.spec.model import split_reference
 
@@ -399,8 +399,8 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     if source.suffix == ".json":
         envelope_path = source
     else:
-        from sparkimg import lock as lock_mod
-        from sparkimg.plan import image_key
+        from sparkimg.lock import resolve as lock_mod
+        from sparkimg.plan.keys import image_key
         from sparkimg.receipts.emit import receipt_path
 
         spec = load(source, report)
@@ -435,7 +435,7 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
 def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,
                  receipt_out: Path | None = None, store: Path | None = None, report: Reporter = silent) -> Loaded:
     """Verify the receipt in the archive at ``path`` with the public ``key``, then load it and tag it."""
-    from sparkimg.archive import load as load_file
+    from sparkimg.distribution.archive import load as load_file
     from sparkimg.signing.keys import load_public
 
     trusted = load_public(key)
@@ -456,14 +456,14 @@ def keygen(prefix: Path, *, force: bool = False) -> PrivateKey:
 
 def patches_pin(folder: Path) -> dict[str, dict[str, str]]:
     """Write a patch set's MD5SUMS and SHA256SUMS; return each file's digests."""
-    from sparkimg import patches
+    from sparkimg.patches import sums as patches
 
     return patches.pin(folder)
 
 
 def patches_check(folder: Path) -> tuple[dict[str, dict[str, str]], list[SumProblem]]:
     """A patch set's files against its sums files: (files, mismatches)."""
-    from sparkimg import patches
+    from sparkimg.patches import sums as patches
 
     return patches.check(folder)
 
@@ -587,8 +587,8 @@ def _cache_of(request: PrewarmRequest) -> Path:
 
 
 def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
-    from sparkimg.build.bounds import Overrides, derive
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
+    from sparkimg.image.bounds import Overrides, derive
     from sparkimg.prewarm import targets
 
     if request.runner != "host" and (request.image_id or request.python):
@@ -626,7 +626,7 @@ def prewarm_list(request: PrewarmRequest, *, report: Reporter = silent) -> tuple
 
 def prewarm(request: PrewarmRequest, key: Path | None = None, *, report: Reporter = silent) -> PrewarmResult:
     """Compile the kernel set into ``request.cache`` and write its (signed) manifest."""
-    from sparkimg._units import format_size
+    from sparkimg._internal.units import format_size
     from sparkimg.prewarm.runner import runner_for
     from sparkimg.prewarm.warm import prewarm as warm
 
@@ -721,7 +721,7 @@ def rollback(spec_path: Path, entry: str, *, state: Path | None = None, store: P
 
 def doctor() -> list[dict[str, Any]]:
     """What this machine can do: engine, cgroups, memory, nvcc, GPU, store."""
-    from sparkimg.doctor import diagnose
+    from sparkimg.doctor.checks import diagnose
 
     return diagnose()
 
@@ -735,7 +735,7 @@ class Cleaned:
 def clean(*, store: Path | None = None) -> Cleaned:
     """Remove what runs that died (kill -9) left: their containers, found by the owner label whose
     process is gone, and their leased work folders in the store (``Store`` sweeps those on open)."""
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
 
     the_store = _store(store)
     return Cleaned(Engine.connect().reap_orphans(), the_store.swept + the_store.sweep())

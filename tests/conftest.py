@@ -24,7 +24,7 @@ _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
 
 @pytest.fixture(scope="session")
 def engine():  # type: ignore[no-untyped-def]
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
     from sparkimg.errors import EngineError
 
     try:
@@ -90,7 +90,7 @@ def vllm_034_sdist() -> Path:
 
 @pytest.fixture
 def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     return Store(tmp_path / "store")
 

@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from sparkimg.formats.lock import (
+from sparkimg.formats.lockfile import (
     BasePin,
     LockFile,
     PatchFilePin,
@@ -17,11 +17,11 @@ from sparkimg.formats.lock import (
     ToolchainPin,
     TreeFile,
 )
-from sparkimg.formats.manifest import CachedFile, CachedModule, PrewarmManifest, Workspace
+from sparkimg.formats.prewarm_manifest import CachedFile, CachedModule, PrewarmManifest, Workspace
 from sparkimg.formats.record import LayerRecord, Metrics, Output
 from sparkimg.formats.scheme import BaseScheme, InstalledDist
 from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, Subject
-from sparkimg.lock import Lock
+from sparkimg.lock.resolve import Lock
 
 DIGEST = "sha256:" + "1" * 64
 
@@ -55,7 +55,7 @@ def lock_json(**kwargs: Any) -> dict[str, Any]:
 
 
 def loaded(data: dict[str, Any], digest: str = DIGEST) -> Lock:
-    """A lock as ``sparkimg.lock.load`` returns it, validated by the model."""
+    """A lock as ``sparkimg.lock.resolve.load`` returns it, validated by the model."""
     return Lock(LockFile.from_json(data, "test.lock.json"), digest, Path("test.lock.json"))
 
 

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkimg import api
-from sparkimg._units import format_size
-from sparkimg.build.bounds import Overrides
+from sparkimg._internal.units import format_size
+from sparkimg.cli import render
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter
 from sparkimg.formats.statement import RunMetadata
-from sparkimg.cli import render
+from sparkimg.image.bounds import Overrides
 
 if TYPE_CHECKING:
     from sparkimg.receipts.verify import Report as ReceiptReport

@@ -10,8 +10,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from sparkimg.errors import SparkimgError
 from sparkimg.cli.parser import parser
+from sparkimg.errors import SparkimgError
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sparkimg import __version__
-from sparkimg._units import parse_size
+from sparkimg._internal.units import parse_size
 
 EXAMPLES = {
     "check": "sparkimg check layers/demo.yaml",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from sparkimg._locations import default_store
-from sparkimg.build import stamp
-from sparkimg.events import Event
+from sparkimg._internal.locations import default_store
 from sparkimg.cli import render
+from sparkimg.events import Event
+from sparkimg.image import stamp
 
 
 def noop_build(args: argparse.Namespace) -> int | None:

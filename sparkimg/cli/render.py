@@ -19,7 +19,7 @@ from sparkimg.errors import SparkimgError
 from sparkimg.events import Event, Kind
 
 if TYPE_CHECKING:
-    from sparkimg.build.check import CheckReport
+    from sparkimg.image.check import CheckReport
 
 Styled = tuple[str, str]  # (text, style)
 Cell = str | Styled

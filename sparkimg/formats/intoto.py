@@ -3,7 +3,6 @@ manifests): the statement type, the time format, and parsing a DSSE payload as J
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sparkimg.errors import EnvelopeError
@@ -11,10 +10,6 @@ from sparkimg.formats.canonical import loads
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
-
-
-def rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def parse_payload(payload: bytes, where: str) -> Any:

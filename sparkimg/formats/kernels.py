@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from sparkimg.errors import UsageError
-from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet, Spec
 from sparkimg.formats.canonical import canonical, loads
+from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet, Spec
 
 LABEL = "dev.sparkimg.prewarm"
 

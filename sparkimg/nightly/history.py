@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg import lock as lock_mod
-from sparkimg.engine import Engine
+from sparkimg._internal.fs.atomic import write_atomic
+from sparkimg.engine.docker import Engine
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.formats.nightly import Entry
-from sparkimg.spec import Spec
-from sparkimg.store import write_atomic
+from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.state import State
 from sparkimg.nightly.tags import MOVING_TAG, engine_tag, moved_back
+from sparkimg.spec import Spec
 
 
 @dataclass(frozen=True)

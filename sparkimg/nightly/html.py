@@ -17,10 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sparkimg._units import format_size
+from sparkimg._internal.fs.atomic import write_atomic
+from sparkimg._internal.units import format_size
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import pretty
-from sparkimg.store import write_atomic
 from sparkimg.nightly import plots
 
 SCHEMA = "sparkimg-nightly-report/v1"

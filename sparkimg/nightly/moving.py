@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkimg.formats.lock import BasePin, GitPin, LockFile, PathPin, PypiPin, SourcePin
+from sparkimg.formats.lockfile import BasePin, GitPin, LockFile, PathPin, PypiPin, SourcePin
 from sparkimg.formats.nightly import Moved
-from sparkimg.lock import Lock
-from sparkimg.plan import key_of, layer_inputs
+from sparkimg.lock.resolve import Lock
+from sparkimg.plan.keys import key_of, layer_inputs
 from sparkimg.spec import GitSource, PypiSource, Spec
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 
 def moving_inputs(spec: Spec) -> list[str]:
@@ -136,18 +136,18 @@ def _detail(pin: BasePin | SourcePin, spec: Spec, store: Store) -> dict[str, Any
 
     try:
         if isinstance(pin, GitPin):
-            from sparkimg import _git
+            from sparkimg._internal.net import git as _git
 
             return _git.describe(_git.mirror_path(store, pin.url), pin.commit)
         if isinstance(pin, BasePin):
-            from sparkimg._registry import RegistryClient
+            from sparkimg._internal.net.registry import RegistryClient
 
             _, config = RegistryClient().inspect(pin.repository, pin.manifest_digest, pin.platform)
             created = config.get("created")
             return {"date": created, "config": pin.config_digest} if isinstance(created, str) \
                 else {"config": pin.config_digest}
         if isinstance(pin, PypiPin):
-            from sparkimg import _pypi
+            from sparkimg._internal.net import pypi as _pypi
 
             uploaded = _pypi.upload_time(pin.package, pin.filename)
             return {"date": uploaded, "sha256": pin.sha256} if uploaded else {"sha256": pin.sha256}

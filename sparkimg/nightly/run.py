@@ -19,23 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkimg import lock as lock_mod
-from sparkimg._locations import signing_key_path
+from sparkimg._internal.locations import signing_key_path
+from sparkimg._internal.times import rfc3339
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import pretty, sha256_prefixed
-from sparkimg.formats.intoto import rfc3339
 from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, report
-from sparkimg.spec import CompileLayer, Spec
+from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
+from sparkimg.spec import CompileLayer, Spec
 
 if TYPE_CHECKING:
-    from sparkimg.build.bounds import Overrides
-    from sparkimg.engine import Engine
-    from sparkimg.lock import Lock
-    from sparkimg.push import Pushed
-    from sparkimg.store import Store
+    from sparkimg.distribution.push import Pushed
+    from sparkimg.engine.docker import Engine
+    from sparkimg.image.bounds import Overrides
+    from sparkimg.lock.resolve import Lock
+    from sparkimg.store.content import Store
 
 CANDIDATE_FILE = "candidate.lock.json"  # a failed night's candidate, kept to reproduce the failure
 RECEIPT_FILE = "receipt.json"  # a copy of the night's signed receipt
@@ -113,7 +113,7 @@ class Pipeline:
 def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, report: Reporter = silent) -> Night:
     """The night for ``spec_path``. Bad input (spec, key, target, a busy state folder) raises before
     the night starts; anything that fails after is recorded as a failed night (exit 1)."""
-    from sparkimg.push import target_of
+    from sparkimg.distribution.push import target_of
 
     spec = pipeline.load(spec_path, report)
     if signing_key_path(options.key) is None:
@@ -301,7 +301,7 @@ def _resolve(spec: Spec, store: Store, tell: Reporter) -> tuple[Lock | None, Any
 
 def _candidate(spec: Spec, path: Path, raw: bytes, store: Store) -> Lock:
     """The candidate written beside the spec's lock, read back and checked against the spec."""
-    from sparkimg.store import write_atomic
+    from sparkimg._internal.fs.atomic import write_atomic
 
     write_atomic(path, raw)
     cand = lock_mod.load_candidate(spec, path)
@@ -385,7 +385,7 @@ def _verify(receipt: Path, key: Path | None, image_ref: str, store: Store) -> di
 
 
 def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:
-    from sparkimg.fetch import base_image
+    from sparkimg.fetch.inputs import base_image
 
     size = None
     if result.oci is not None:
@@ -400,9 +400,9 @@ def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: s
           tell: Reporter) -> Pushed:
     """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt; the
     moving tag is moved only at promotion."""
-    from sparkimg.build.assemble import image_record
-    from sparkimg.fetch import base_image
-    from sparkimg.push import push
+    from sparkimg.distribution.push import push
+    from sparkimg.fetch.inputs import base_image
+    from sparkimg.image.assemble import image_record
 
     assert target is not None
     record = image_record(store, result.plan.image.key)
@@ -418,7 +418,7 @@ def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engi
     it, so the image key is the one just built); all or nothing: should a step fail, the tags
     already moved are put back where they were. The lock must still be the one the night resolved
     from (a `sparkimg lock` run meanwhile is not overwritten)."""
-    from sparkimg.store import write_atomic
+    from sparkimg._internal.fs.atomic import write_atomic
     from sparkimg.nightly.tags import MOVING_TAG, engine_tag, moved_back
 
     lock = lock_mod.lock_path(spec)

@@ -25,10 +25,10 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from sparkimg._internal.fs.atomic import fsync_dir, write_atomic
 from sparkimg.errors import BusyError, UsageError
 from sparkimg.formats.canonical import loads, pretty
 from sparkimg.formats.nightly import Entry
-from sparkimg.store import fsync_dir, write_atomic
 
 ENTRY_ID = re.compile(r"^\d{8}T\d{6}Z(-\d+)?$")
 ENTRY_FILE = "entry.json"

@@ -7,8 +7,8 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 
-from sparkimg._registry import MANIFEST_TYPES, ImageRef, RegistryClient
-from sparkimg.engine import Engine
+from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
+from sparkimg.engine.docker import Engine
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.spec import Spec
 
@@ -33,7 +33,7 @@ def point_engine(engine: Engine, spec: Spec, reference: str) -> str:
 def point_registry(repository: str, manifest: str, *, client: RegistryClient | None = None) -> None:
     """Point ``repository``'s moving tag at the manifest ``manifest`` it already holds (the
     manifest's bytes are read by digest and written again under the tag: its digest is unchanged)."""
-    from sparkimg.push import put_manifest
+    from sparkimg.distribution.push import put_manifest
 
     client = client or RegistryClient()
     raw = client.manifest_bytes(repository, manifest)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg import __version__
-from sparkimg.engine import Mount
+from sparkimg._internal.times import rfc3339
+from sparkimg.engine.docker import Mount
 from sparkimg.formats.canonical import canonical
-from sparkimg.formats.intoto import rfc3339
-from sparkimg.formats.manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
+from sparkimg.formats.prewarm_manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
 from sparkimg.signing.signed import write_signed

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sparkimg._units import format_size
-from sparkimg.build.bounds import Budget
-from sparkimg.engine import Engine, Mount, RunLimits
+from sparkimg._internal.units import format_size
+from sparkimg.engine.docker import Engine, Mount, RunLimits
 from sparkimg.errors import OOMError, UsageError
+from sparkimg.image.bounds import Budget
 
 if TYPE_CHECKING:
     from sparkimg.prewarm.targets import Target

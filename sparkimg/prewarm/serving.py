@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg.errors import SparkimgError
-from sparkimg.signing.keys import PublicKey
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.verify import Expect, verify
+from sparkimg.signing.keys import PublicKey
 
 
 class CacheMismatchError(SparkimgError):

@@ -11,17 +11,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkimg import lock as lock_mod
-from sparkimg import plan
-from sparkimg.build.image import built_image
 from sparkimg.errors import UsageError
 from sparkimg.formats.kernels import LABEL, KernelLabel
 from sparkimg.formats.statement import load
+from sparkimg.image.image import built_image
+from sparkimg.lock import resolve as lock_mod
+from sparkimg.plan import keys as plan
 from sparkimg.signing import dsse
 from sparkimg.spec import Arch, KernelSet, Spec
 
 if TYPE_CHECKING:
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
 
 @dataclass(frozen=True)
 class Target:

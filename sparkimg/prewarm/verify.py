@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._hashing import hash_many
-from sparkimg.build import audit
-from sparkimg.formats.manifest import CachedFile, CachedModule, PrewarmManifest
+from sparkimg._internal.fs.hashing import hash_many
+from sparkimg.formats.prewarm_manifest import CachedFile, CachedModule, PrewarmManifest
+from sparkimg.image import audit
+from sparkimg.prewarm import manifest
 from sparkimg.signing.keys import PublicKey
 from sparkimg.spec import Arch
-from sparkimg.prewarm import manifest
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._hashing import digest_file
-from sparkimg.build.bounds import Budget
+from sparkimg._internal.fs.hashing import digest_file
 from sparkimg.errors import BuildError
 from sparkimg.events import Event, Figure, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.statement import Descriptor
-from sparkimg.signing.keys import PrivateKey
+from sparkimg.image.bounds import Budget
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.runner import Runner
 from sparkimg.prewarm.targets import Target
 from sparkimg.prewarm.worker import EVENT, JOURNAL
+from sparkimg.signing.keys import PrivateKey
 
 
 @dataclass

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkimg.build.image import BuildResult
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import canonical
 from sparkimg.formats.statement import Descriptor, Statement
+from sparkimg.image.image import BuildResult
+from sparkimg.receipts.compose import statement
 from sparkimg.signing.keys import PrivateKey
 from sparkimg.signing.signed import Written, write_signed
 from sparkimg.spec import Spec
-from sparkimg.store import Store
-from sparkimg.receipts.statement import statement
+from sparkimg.store.content import Store
 
 RECORDS = "statements"
 
@@ -68,7 +68,7 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
 
 def _base_nvcc(result: BuildResult, store: Store) -> dict[str, str] | None:
     """nvcc as the base answered (``toolchain: cuda: base``, asked by fetch), for the receipt."""
-    from sparkimg.basecuda import remembered
+    from sparkimg.base.cuda import remembered
 
     lock = result.plan.lock
     if lock.toolchain.cuda != "base":

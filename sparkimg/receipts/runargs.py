@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg._hashing import hash_many
+from sparkimg._internal.fs.hashing import hash_many
 from sparkimg.errors import SparkimgError
 from sparkimg.formats.statement import load
 from sparkimg.prewarm.serving import CacheArgs, cache_args

@@ -16,25 +16,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg import patches as patches_mod
-from sparkimg._hashing import hash_many
-from sparkimg._registry import RegistryClient
+from sparkimg._internal.fs.hashing import hash_many
+from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import EngineError, ResolveError, UsageError
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.recipe import Recipe
 from sparkimg.formats.statement import Statement, facts, schema_problems
-from sparkimg.plan import KEY_LABEL
+from sparkimg.patches import sums as patches_mod
+from sparkimg.plan.keys import KEY_LABEL
+from sparkimg.receipts import contract as recipe_mod
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PublicKey
 from sparkimg.spec import split_reference
-from sparkimg.store import Store
-from sparkimg.receipts import recipe as recipe_mod
+from sparkimg.store.content import Store
 
 # Image labels that must agree with the receipt: label -> receipt field.
 LABELS = {
     KEY_LABEL: "image.key",
     "dev.sparkimg.spec-digest": "spec.digest",
-    "dev.sparkimg.lock-digest": "lock.digest",
+    "dev.sparkimg.lock.resolve-digest": "lock.digest",
     "org.opencontainers.image.base.digest": "base.manifest_digest",
 }
 
@@ -291,7 +291,7 @@ def store_checks(store: Store, statement: Statement) -> list[Check]:
 def local_image_of(reference: str) -> tuple[str, dict[str, str]] | None:
     """(image ID, labels) from the local engine, or None when it is absent or there is no engine
     to ask (then the registry answers); an engine that connects and then fails is an error."""
-    from sparkimg.engine import Engine
+    from sparkimg.engine.docker import Engine
 
     try:
         engine = Engine.connect()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg._files import MiB, read_input
+from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg.errors import EnvelopeError, UsageError
 from sparkimg.formats.canonical import loads
 from sparkimg.signing.keys import PrivateKey, PublicKey

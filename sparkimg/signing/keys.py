@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkimg._internal.fs.atomic import write_atomic
 from sparkimg.errors import UsageError
-from sparkimg.store import write_atomic
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkimg._internal.fs.atomic import write_atomic
 from sparkimg.errors import SparkimgError, UsageError
-from sparkimg.store import write_atomic
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
 

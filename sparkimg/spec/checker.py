@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkimg import _located
+from sparkimg.spec import located as _located
 
 PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
 # Where a value sits in a document: keys and list indexes from the top, e.g. ("layers", 0, "env").

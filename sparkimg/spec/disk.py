@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkimg._files import regular_file
+from sparkimg._internal.fs.files import regular_file
 from sparkimg.errors import UsageError
-from sparkimg.patches import numbered_lines
+from sparkimg.patches.sums import numbered_lines
 from sparkimg.spec.checker import Checker, KeyPath
 from sparkimg.spec.model import PatchFile
 

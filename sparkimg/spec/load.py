@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from sparkimg import _located
-from sparkimg._files import read_input
+from sparkimg._internal.fs.files import read_input
 from sparkimg.errors import SpecError, UsageError
+from sparkimg.spec import located as _located
 from sparkimg.spec.checker import Checker, type_name
 from sparkimg.spec.disk import BuildTree
 from sparkimg.spec.model import Spec
@@ -57,7 +57,7 @@ def _parse(raw: bytes, display: str) -> _located.Located:
     """The YAML parse with positions; PyYAML is imported only here, when a parse is needed."""
     import yaml
 
-    from sparkimg import _yamlpos
+    from sparkimg.spec import yamlpos as _yamlpos
 
     try:
         return _yamlpos.load(raw.decode("utf-8"))

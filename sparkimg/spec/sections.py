@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from sparkimg._units import parse_size
+from sparkimg._internal.units import parse_size
 from sparkimg.formats.paths import NAME, clean_absolute
 from sparkimg.prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, closest, type_name

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from sparkimg import lock as lock_mod
-from sparkimg.build.bounds import Overrides
-from sparkimg.build.image import build
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 from sparkimg.events import Collected, Kind, Phase
+from sparkimg.image.bounds import Overrides
+from sparkimg.image.image import build
+from sparkimg.lock import resolve as lock_mod
 from sparkimg.spec import load_spec
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 from .helpers import WHEEL, cli, spec_text
 
@@ -123,7 +123,7 @@ def test_reserve_refuses_before_any_container(
 
 
 def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
-    from sparkimg.build.bounds import mem_available
+    from sparkimg.image.bounds import mem_available
 
     path = _locked(project, store, spec_text(demo_base, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
                                              "2>/dev/null || cat /sys/fs/cgroup/memory.max; " + WHEEL,
@@ -148,7 +148,7 @@ def test_kill_9_leaves_nothing_running(project: Project, store: Store, engine: E
     import sys
     import time
 
-    from sparkimg.engine import OWNER_LABEL
+    from sparkimg.engine.docker import OWNER_LABEL
 
     path = _locked(project, store, spec_text(demo_base, "sleep 300; " + WHEEL))
     proc = subprocess.Popen([sys.executable, "-m", "sparkimg.cli", "--store", str(store.root), "build", str(path),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 
 from .helpers import cached, cli, copy_demo
 
@@ -91,9 +91,9 @@ def test_stale_and_missing_lock_fail_closed(
 def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
     demo: Path, tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sparkimg import _engine_api as engine_api
     from sparkimg import api
-    from sparkimg import engine as engine_mod
+    from sparkimg.engine import docker as engine_mod
+    from sparkimg.engine import socket_api as engine_api
     from sparkimg.events import Collected, Kind, Phase
 
     store = tmp_path / "store"
@@ -143,7 +143,7 @@ def test_json_logs_print_one_object_per_event(
 
 
 def test_the_api_socket_and_the_client_see_the_same_image(engine: Engine, demo_base: str) -> None:
-    from sparkimg.engine import Engine as EngineClass
+    from sparkimg.engine.docker import Engine as EngineClass
 
     assert engine.api_socket is not None  # the dev engine listens on its default socket
     via_client = EngineClass(engine.client, engine.version).inspect(demo_base)
@@ -213,8 +213,8 @@ def test_a_pull_the_daemon_cannot_finish_falls_back_to_a_load(
     from contextlib import contextmanager
 
     from sparkimg import api
-    from sparkimg.build import handoff
     from sparkimg.events import Collected, Kind, Phase
+    from sparkimg.image import handoff
 
     real = handoff.registry
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 from tests.support import REPO
 
 from .helpers import cli, flashinfer_base

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from sparkimg import lock as lock_mod
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 from sparkimg.errors import ResolveError
-from sparkimg.formats.lock import GitPin
+from sparkimg.formats.lockfile import GitPin
+from sparkimg.lock import resolve as lock_mod
 from sparkimg.spec import load_spec
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 from .helpers import WHEEL, cached, cli, spec_text
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import requests
 
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 from tests.formats import spec_header
 
 from .helpers import cli

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import requests
 
-from sparkimg._registry import ImageRef, RegistryClient
+from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg.distribution.push import attach
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
-from sparkimg.push import attach
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 from tests.support import REGISTRY
 
 from .nodes import Node, nodes, signed_demo, sparkimg

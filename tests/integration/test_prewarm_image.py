@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine import Engine
+from sparkimg.engine.docker import Engine
 
 from .helpers import cli, copy_demo, flashinfer_base
 

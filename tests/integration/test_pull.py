@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg._registry import ImageRef, RegistryClient
-from sparkimg.engine import Engine
+from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg.distribution.push import attach
+from sparkimg.engine.docker import Engine
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
-from sparkimg.push import attach
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 from .helpers import cli, copy_demo
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sparkimg.build.pyscheme import base_scheme
-from sparkimg.build.wheels import stage_wheels
-from sparkimg.engine import Engine
-from sparkimg.store import Store
+from sparkimg.base.pyscheme import base_scheme
+from sparkimg.engine.docker import Engine
+from sparkimg.image.wheels import stage_wheels
+from sparkimg.store.content import Store
 
 pytestmark = pytest.mark.integration
 

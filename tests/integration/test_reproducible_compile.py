@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import lock as lock_mod
-from sparkimg.build import wheelzip
-from sparkimg.build.bounds import Overrides, derive
-from sparkimg.build.compile import compile_layer
-from sparkimg.engine import Engine
-from sparkimg.fetch import fetch
+from sparkimg.engine.docker import Engine
+from sparkimg.fetch.inputs import fetch
 from sparkimg.formats.record import LayerRecord
-from sparkimg.plan import compute
+from sparkimg.image import wheelzip
+from sparkimg.image.bounds import Overrides, derive
+from sparkimg.image.compile import compile_layer
+from sparkimg.lock import resolve as lock_mod
+from sparkimg.plan.keys import compute
 from sparkimg.spec import CompileLayer, Spec, load_spec
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 from .helpers import copy_demo
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 from tests.formats import vllm_sdist_body
 from tests.integration.helpers import HEADER, cli
 from tests.support import REPO, VLLM_SDIST

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg._schemes import QUERY, RECORDS, record_name
-from sparkimg.engine import Engine
+from sparkimg.base.schemes import QUERY, RECORDS, record_name
+from sparkimg.engine.docker import Engine
 from sparkimg.formats.scheme import BaseScheme
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 
 from .helpers import HEADER, cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.archive import LoadRefused, _unpack
+from sparkimg.distribution.archive import LoadRefused, _unpack
 from sparkimg.errors import FetchError
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed

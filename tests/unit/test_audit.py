@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkimg.build.audit import audit_file, failures, targets
+from sparkimg.image.audit import audit_file, failures, targets
 from tests.formats import entry, fatbin
 
 

@@ -7,7 +7,7 @@ import tracemalloc
 import zipfile
 from pathlib import Path
 
-from sparkimg.build.check import _zip_differences
+from sparkimg.image.check import _zip_differences
 
 MiB = 1 << 20
 

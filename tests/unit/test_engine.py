@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _engine_api as engine_api
-from sparkimg import engine as engine_mod
-from sparkimg.engine import Engine, ImageInfo
+from sparkimg.engine import docker as engine_mod
+from sparkimg.engine import socket_api as engine_api
+from sparkimg.engine.docker import Engine, ImageInfo
 from sparkimg.errors import EngineError
 from tests.support import FakeEngineApi
 
@@ -185,7 +185,7 @@ def test_an_explicit_client_is_taken_without_asking_for_buildx(tmp_path: Path) -
 
 def test_connect_imports_no_container_library(tmp_path: Path) -> None:
     script = fake_docker(tmp_path)
-    probe = (f"import sys; from sparkimg.engine import Engine; Engine.connect(client={str(script)!r}); "
+    probe = (f"import sys; from sparkimg.engine.docker import Engine; Engine.connect(client={str(script)!r}); "
              "print('python_on_whales' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
@@ -195,8 +195,8 @@ def test_importing_the_library_loads_no_heavy_dependency() -> None:
     """requests, cryptography, python-on-whales and rich are imported where they are used, so that
     commands that do not download, sign, run a container or draw a table do not pay for them."""
     heavy = ("requests", "cryptography", "python_on_whales", "pydantic", "rich")
-    probe = ("import sys, sparkimg.engine, sparkimg.fetch, sparkimg.lock, sparkimg.signing.keys, sparkimg.api, "
-             "sparkimg.cli.commands, sparkimg.build.image, sparkimg.receipts.emit; "
+    probe = ("import sys, sparkimg.engine.docker, sparkimg.fetch.inputs, sparkimg.lock.resolve, sparkimg.signing.keys, "
+             "sparkimg.api, sparkimg.cli.commands, sparkimg.image.image, sparkimg.receipts.emit; "
              f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
@@ -274,6 +274,6 @@ def test_a_remembered_client_is_not_probed_again_until_the_binary_changes(tmp_pa
     ("127.0.0.1:5000/x/y", ("127.0.0.1:5000/x/y", "latest")), ("127.0.0.1:5000/x/y:1", ("127.0.0.1:5000/x/y", "1")),
 ])
 def test_a_tag_target_splits_as_the_api_takes_it(reference: str, split: tuple[str, str]) -> None:
-    from sparkimg.engine import split_tag
+    from sparkimg.engine.docker import split_tag
 
     assert split_tag(reference) == split

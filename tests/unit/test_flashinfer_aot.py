@@ -18,7 +18,7 @@ import pytest
 from sparkimg.cli.commands import provided_by
 from sparkimg.errors import SpecError
 from sparkimg.events import Collected
-from sparkimg.plan import layer_inputs
+from sparkimg.plan.keys import layer_inputs
 from sparkimg.prewarm import manifest, worker
 from sparkimg.prewarm.catalogue import GENERATORS
 from sparkimg.prewarm.verify import Expect, verify

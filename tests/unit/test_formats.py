@@ -11,8 +11,8 @@ import pytest
 from sparkimg.errors import EnvelopeError, LockError, UsageError
 from sparkimg.formats.canonical import canonical, digest_of, pretty
 from sparkimg.formats.kernels import KernelLabel
-from sparkimg.formats.lock import LockFile
-from sparkimg.formats.manifest import PrewarmManifest
+from sparkimg.formats.lockfile import LockFile
+from sparkimg.formats.prewarm_manifest import PrewarmManifest
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme
 from sparkimg.formats.statement import Statement, facts

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from sparkimg.cli import main
 from sparkimg.errors import SparkimgError
-from sparkimg.formats.lock import LockFile
-from sparkimg.formats.manifest import PrewarmManifest
+from sparkimg.formats.lockfile import LockFile
+from sparkimg.formats.prewarm_manifest import PrewarmManifest
 from sparkimg.formats.statement import Statement
-from sparkimg.receipts import recipe
+from sparkimg.receipts import contract as recipe
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import generate
 from tests.formats import GOOD, lock_json, prewarm_manifest, statement

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.build import handoff
+from sparkimg.image import handoff
 
 MANIFEST = b'{"schemaVersion":2}'
 MANIFEST_DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()

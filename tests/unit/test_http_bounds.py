@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _http, _pypi
-from sparkimg._registry import RegistryClient
+from sparkimg._internal.net import http as _http
+from sparkimg._internal.net import pypi as _pypi
+from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import ResolveError
 
 MiB = 1 << 20
@@ -178,8 +179,8 @@ def test_an_endless_project_page_is_refused(server: str, monkeypatch: pytest.Mon
 
 
 def test_a_layer_longer_than_its_descriptor_is_cut_off(server: str) -> None:
-    from sparkimg._registry import ImageRef
-    from sparkimg.push import client_stream
+    from sparkimg._internal.net.registry import ImageRef
+    from sparkimg.distribution.push import client_stream
 
     stream = client_stream(RegistryClient(), ImageRef.parse(f"{server}/sparkimg/demo"), "sha256:" + "0" * 64, MiB)
     took, peak = refused(lambda: sum(len(chunk) for chunk in stream), f"longer than its descriptor's {MiB} bytes")
@@ -203,7 +204,7 @@ def test_a_redirect_with_an_endless_body_is_left_unread_and_followed(server: str
 
 
 def test_credentials_go_to_the_first_host_only(server: str) -> None:
-    from sparkimg._registry import ImageRef
+    from sparkimg._internal.net.registry import ImageRef
 
     client = RegistryClient()
     ref = ImageRef.parse(f"{server}/sparkimg/demo")
@@ -214,7 +215,7 @@ def test_credentials_go_to_the_first_host_only(server: str) -> None:
 
 
 def test_a_content_length_that_is_no_number_is_no_size(server: str) -> None:
-    from sparkimg._registry import ImageRef
+    from sparkimg._internal.net.registry import ImageRef
 
     ref = ImageRef.parse(f"{server}/sparkimg/demo")
     assert RegistryClient().send("GET", ref, f"{ref.base_url}/manifests/superscript").content == b"{}"

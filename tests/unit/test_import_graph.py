@@ -38,7 +38,7 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def stage_of(module: str) -> str:
-    """``sparkimg.build.compile`` -> ``sparkimg.build``; top-level modules are stages of their own."""
+    """``sparkimg.image.compile`` -> ``sparkimg.image``; top-level modules are stages of their own."""
     return ".".join(module.split(".")[:2])
 
 
@@ -76,8 +76,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_relative_and_function_level_imports() -> None:
     graph = import_graph()
-    assert "sparkimg.spec" in graph["sparkimg.lock"]
-    assert "sparkimg.formats.kernels" in graph["sparkimg.build.assemble"]
+    assert "sparkimg.spec" in graph["sparkimg.lock.resolve"]
+    assert "sparkimg.formats.kernels" in graph["sparkimg.image.assemble"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkimg.build import layer as layer_mod
-from sparkimg.build.load import chain_ids
 from sparkimg.errors import BuildError, FetchError
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
-from sparkimg.store import Store
+from sparkimg.image import layer as layer_mod
+from sparkimg.image.load import chain_ids
+from sparkimg.store.content import Store
 
 EPOCH = 1700000000
 

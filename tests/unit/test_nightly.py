@@ -202,7 +202,7 @@ def test_moving_inputs(project: Callable[..., Path]) -> None:
 def test_moved_compares_what_each_pin_resolved_to() -> None:
     from dataclasses import replace
 
-    from sparkimg.formats.lock import PypiPin
+    from sparkimg.formats.lockfile import PypiPin
 
     current = lock_file()
     assert moved(current, current) == [] and moved(None, current) == []
@@ -280,11 +280,11 @@ def test_one_line_keeps_the_tools_last_word() -> None:
 def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    from sparkimg import _pypi
-    from sparkimg import lock as lock_mod
+    from sparkimg._internal.net import pypi as _pypi
     from sparkimg.errors import ResolveError
+    from sparkimg.lock import resolve as lock_mod
     from sparkimg.spec import PypiSource
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     asked: list[str | None] = []
 
@@ -396,7 +396,7 @@ def test_two_nightlies_of_one_spec_never_run_at_once(project: Callable[[str], Pa
 
 def test_latest_takes_releases_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """pip falls back to a pre-release when a project has no release (or PIP_PRE says so): refused."""
-    from sparkimg import _pypi
+    from sparkimg._internal.net import pypi as _pypi
     from sparkimg.errors import ResolveError
 
     seen: dict[str, str | None] = {}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import patches
 from sparkimg.errors import UsageError
+from sparkimg.patches import sums as patches
 
 REPO = Path(__file__).resolve().parents[2]
 

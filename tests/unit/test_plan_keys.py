@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkimg.plan import key_of, layer_inputs
+from sparkimg.plan.keys import key_of, layer_inputs
 from sparkimg.spec import Spec, load_spec
 from tests.formats import loaded, lock_json, spec_header
 

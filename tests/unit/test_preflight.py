@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _cmake, preflight
 from sparkimg.errors import BuildError, PreflightError
 from sparkimg.events import Collected, Kind
-from sparkimg.formats.lock import GitPin, PathPin, PypiPin, ToolchainPin
-from sparkimg.lock import Lock
+from sparkimg.formats.lockfile import GitPin, PathPin, PypiPin, ToolchainPin
+from sparkimg.lock.resolve import Lock
+from sparkimg.source import cmake as _cmake
+from sparkimg.source import preflight
 from sparkimg.spec import Spec, load_spec
-from sparkimg.store import Store
+from sparkimg.store.content import Store
 from tests.formats import loaded, lock_file, spec_header, vllm_sdist_body
 from tests.support import REPO, VLLM_SDIST, unavailable
 
@@ -114,7 +115,7 @@ def test_a_base_toolchain_without_an_nvcc_version_is_a_warning(project: Callable
 
 
 def vllm_files(sdist: Path) -> dict[str, bytes]:
-    from sparkimg import _sdist
+    from sparkimg.source import sdist as _sdist
 
     return _sdist.read_members(sdist, {preflight.CMAKE_LISTS, preflight.UTILS}, strip=True, what="vllm")
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from sparkimg.build.bounds import Overrides, derive
 from sparkimg.errors import EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
 from sparkimg.formats import kernels
+from sparkimg.image.bounds import Overrides, derive
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.catalogue import GENERATORS
 from sparkimg.prewarm.serving import CacheMismatchError, cache_args

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from sparkimg import push as push_mod
-from sparkimg._registry import ImageRef
+from sparkimg._internal.net.registry import ImageRef
+from sparkimg.distribution import push as push_mod
 from sparkimg.errors import UsageError
 from sparkimg.events import silent
 

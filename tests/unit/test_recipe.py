@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.formats.recipe import Recipe, RecipeError
-from sparkimg.receipts import recipe
+from sparkimg.receipts import contract as recipe
 from sparkimg.receipts.verify import recipe_checks
 from sparkimg.signing.keys import PrivateKey, generate
 

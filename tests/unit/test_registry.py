@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg._registry import RegistryClient
+from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import ResolveError
 
 
@@ -117,7 +117,7 @@ def test_credentials_come_from_the_helper_the_store_or_auths(tmp_path: Path,
     has nothing, or an entry that is not base64, gives no credentials rather than an error."""
     import base64
 
-    from sparkimg._registry import _credentials
+    from sparkimg._internal.net.registry import _credentials
 
     bin_dir, config = tmp_path / "bin", tmp_path / "docker"
     config.mkdir()

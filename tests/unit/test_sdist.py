@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _pypi, _sdist, _srcpatch
-from sparkimg.build.compile import prepare_source
+from sparkimg._internal.net import pypi as _pypi
 from sparkimg.errors import BuildError, LockError, ResolveError
-from sparkimg.fetch import fetch_source
-from sparkimg.formats.lock import LockFile, PypiPin
-from sparkimg.plan import key_of, layer_inputs
+from sparkimg.formats.lockfile import LockFile, PypiPin
+from sparkimg.image.compile import prepare_source
+from sparkimg.plan.keys import key_of, layer_inputs
+from sparkimg.source import patching as _srcpatch
+from sparkimg.source import sdist as _sdist
+from sparkimg.source.retrieve import fetch_source
 from sparkimg.spec import CompileLayer, Spec, load_spec
 from tests.formats import loaded, lock_file, lock_json, spec_header
 from tests.support import REPO
@@ -185,7 +187,7 @@ def _served_sdist(project: Callable[..., Path], tmp_path: Path, data: bytes) -> 
 def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
         project: Callable[..., Path], store: object, tmp_path: Path) -> None:
     from sparkimg.errors import FetchError
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     assert isinstance(store, Store)
     data = good_sdist()
@@ -198,9 +200,9 @@ def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
 
 def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store: object, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from sparkimg import fetch
     from sparkimg.events import Collected
-    from sparkimg.store import Store
+    from sparkimg.source import retrieve as fetch
+    from sparkimg.store.content import Store
 
     assert isinstance(store, Store)
     monkeypatch.setattr(fetch, "PROGRESS_S", 0.0)
@@ -312,7 +314,7 @@ def test_a_yanked_sdist_is_not_chosen(index: Callable[[list[dict[str, object]]],
 
 def test_fetch_admits_the_sdist_by_sha256_and_compile_unpacks_and_patches_it(
         project: Callable[..., Path], store: object, tmp_path: Path) -> None:
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
 
     assert isinstance(store, Store)
     path = project(SPEC)
@@ -355,7 +357,7 @@ def test_check_refuses_a_wheel_layer_on_an_sdist_without_a_traceback(project: Ca
 
 
 def test_the_receipt_names_the_sdist_and_each_source_patch(project: Callable[..., Path]) -> None:
-    from sparkimg.receipts.statement import dependencies
+    from sparkimg.receipts.compose import dependencies
 
     path = project(SPEC)
     (path.parent / "fix.patch").write_text(PATCH)

@@ -198,7 +198,7 @@ def test_parse_cache_keeps_only_exact_json_and_ignores_a_bad_entry(project: Call
                                                                   tmp_path: Path) -> None:
     """A document JSON cannot hold exactly (a date, an integer key) is parsed every time; an entry that
     is unreadable or of the wrong shape is a miss, never an error or a wrong spec."""
-    from sparkimg import _located
+    from sparkimg.spec import located as _located
 
     parsed = tmp_path / "parsed"
     for value in ("2026-12-03", "{1: x}", "{yes: x}"):

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sparkimg.build import stamp
-from sparkimg.plan import KEY_LABEL
+from sparkimg.image import stamp
+from sparkimg.plan.keys import KEY_LABEL
 from tests.support import FakeEngineApi
 
 IMAGE: dict[str, Any] = {"Id": "sha256:" + "a" * 64, "Config": {"Labels": {KEY_LABEL: "k" * 64}}}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.errors import HashMismatchError
-from sparkimg.store import Store, sha256_file
+from sparkimg.store.content import Store, sha256_file
 
 
 def test_put_and_verify(store: Store) -> None:
@@ -37,7 +37,7 @@ def test_mismatch_admits_nothing(store: Store) -> None:
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from sparkimg.store import Store
+    from sparkimg.store.content import Store
     store = Store(Path(sys.argv[1]))
     mode = sys.argv[2]
     def chunks():

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _sdist, archive
-from sparkimg._tars import DIGIT_RUN, HEADER_LIMIT, check_pax_records, open_archive
-from sparkimg.build import layer
+from sparkimg._internal.fs.tars import DIGIT_RUN, HEADER_LIMIT, check_pax_records, open_archive
+from sparkimg.distribution import archive
 from sparkimg.errors import BuildError
+from sparkimg.image import layer
+from sparkimg.source import sdist as _sdist
 
 MiB = 1 << 20
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg import _pypi
-from sparkimg import lock as lock_mod
-from sparkimg._schemes import QUERY, RECORDS, record_name
-from sparkimg.build.wheels import check_fits
+from sparkimg._internal.net import pypi as _pypi
+from sparkimg.base.schemes import QUERY, RECORDS, record_name
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import BaseScheme
-from sparkimg.store import Store
+from sparkimg.image.wheels import check_fits
+from sparkimg.lock import resolve as lock_mod
+from sparkimg.store.content import Store
 
 PATHS = {k: f"/usr/local/lib/python3.12/{k}" for k in ("purelib", "platlib", "headers", "scripts", "data")}
 PY312 = BaseScheme("/usr/bin/python3", "3.12.3", PATHS, ())

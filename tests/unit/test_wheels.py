@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from sparkimg._schemes import RECORDS, record_name
-from sparkimg.build import _scheme_query as query
-from sparkimg.build.pyscheme import base_scheme
-from sparkimg.build.wheels import Staged, stage_wheels
-from sparkimg.engine import RunResult
+from sparkimg.base import _scheme_query as query
+from sparkimg.base.pyscheme import base_scheme
+from sparkimg.base.schemes import RECORDS, record_name
+from sparkimg.engine.docker import RunResult
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import BaseScheme, InstalledDist
-from sparkimg.store import Store
+from sparkimg.image.wheels import Staged, stage_wheels
+from sparkimg.store.content import Store
 from tests.formats import SITE, old_six
 from tests.formats import base_scheme as fake_scheme
 

@@ -1,0 +1,153 @@
+"""``sparkimg pull``: verify, then pull. A node asks the registry for the image's digest and for
+the receipt beside it, checks the receipt's signature with the trusted key (and the recipe,
+when given) and that the receipt's ``image-manifest`` subject is that digest, and only then
+lets the engine pull the image by digest. It then checks the engine's view (its image ID is the
+config digest the receipt names, or the manifest digest on the containerd store; the diff_ids
+are the config's) and tags it. A receipt that does not verify leaves the node's images as they
+were: nothing was pulled, nothing tagged.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
+from sparkimg.engine.docker import Engine
+from sparkimg.errors import EngineError, FetchError, ResolveError, SparkimgError, UsageError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import sha256_prefixed
+from sparkimg.signing.keys import PublicKey
+from sparkimg.spec.model import split_reference
+
+
+class PullRefused(SparkimgError):
+    """The registry's image is not the one a trusted receipt names: nothing was pulled (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Pulled:
+    reference: str  # what the node now has under this tag
+    manifest_digest: str
+    config_digest: str
+    diff_ids: tuple[str, ...]
+    receipt: str  # the digest of the receipt artifact that verified
+    checks: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "manifest": self.manifest_digest, "config": self.config_digest,
+                "diff_ids": list(self.diff_ids), "receipt": self.receipt, "checks": list(self.checks)}
+
+
+def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None = None,
+         receipt_out: Path | None = None, client: RegistryClient | None = None, report: Reporter = silent) -> Pulled:
+    """Verify the receipt attached to ``reference`` (REGISTRY/REPO:TAG or @DIGEST), then pull it;
+    ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``)."""
+    repository, tag, digest = split_reference(reference)
+    ref = ImageRef.parse(repository)
+    if "/" not in repository or not (tag or digest):
+        raise UsageError(f"{reference}: give REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...",
+                         hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
+    client = client or RegistryClient()
+    manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
+                           headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
+    manifest_digest = sha256_prefixed(manifest)
+    if digest and digest != manifest_digest:
+        raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
+    report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
+    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest_digest, key, recipe, report)
+    config_digest = str(facts.get("image.id"))
+    document = oci.BaseImage(manifest, b"{}").manifest_json
+    if (document.get("config") or {}).get("digest") != config_digest:
+        raise PullRefused(f"{reference}: the manifest's config is not the receipt's image {config_digest}")
+    config = client.blob_bytes(repository, config_digest)
+    diff_ids = oci.BaseImage(manifest, config).diff_ids
+    pinned = f"{repository}@{manifest_digest}"
+    report(Event(Phase.PULL, f"pull {pinned}"))
+    try:
+        engine.pull(pinned)
+    except EngineError as exc:
+        raise PullRefused(f"{pinned}: the engine could not pull it: {exc.message}") from None
+    info = engine.inspect(pinned)
+    if info is None or info.id not in (config_digest, manifest_digest):
+        raise PullRefused(f"{pinned}: the engine holds {info.id if info else 'nothing'} under it, not "
+                          f"{config_digest}; it stays untagged")
+    if info.layers and tuple(info.layers) != diff_ids:
+        raise PullRefused(f"{pinned}: the engine's layers are not the config's diff_ids; it stays untagged")
+    local = f"{repository}:{tag}" if tag else pinned
+    if tag:
+        engine.tag(pinned, local)
+    if receipt_out is not None:
+        from sparkimg._internal.fs.atomic import write_atomic
+
+        write_atomic(receipt_out, envelope)
+    report(Event(Phase.PULL, f"{local}: {manifest_digest}, config {config_digest}, {len(diff_ids)} layers, "
+                 f"receipt {receipt_digest[:19]} verified", kind=Kind.DONE))
+    return Pulled(local, manifest_digest, config_digest, diff_ids, receipt_digest,
+                  ("signature", "statement", *(["recipe"] if recipe else []), "subject", "engine"))
+
+
+def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: str, key: PublicKey,
+                      recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
+    """The newest attached receipt that verifies and names this manifest: its artifact digest
+    and its facts. None verifying is a refusal listing why each failed."""
+    from sparkimg.receipts.verify import Request, receipt_facts, verify
+
+    candidates = _receipts(client, ref, manifest_digest)
+    if not candidates:
+        raise PullRefused(f"{ref.registry}/{ref.repository}@{manifest_digest}: no receipt is attached",
+                          hint="push with `sparkimg push`, which attaches the build's receipt")
+    why: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="sparkimg-pull-") as folder:
+        for artifact in reversed(candidates):
+            try:
+                envelope = _receipt_blob(client, ref, artifact, manifest_digest)
+            except (ResolveError, FetchError, UsageError) as exc:
+                why.append(f"{artifact[:19]}: {exc.message}")
+                continue
+            path = Path(folder) / f"{artifact.split(':')[1]}.receipt.json"
+            path.write_bytes(envelope)
+            try:
+                checked = verify(Request(path, key, recipe))
+            except UsageError as exc:
+                why.append(f"{artifact[:19]}: {exc.message}")
+                continue
+            if not checked.ok:
+                why.append(f"{artifact[:19]}: {'; '.join(checked.reasons())}")
+                continue
+            facts = receipt_facts(path)
+            if facts.get("image.manifest_digest") != manifest_digest:
+                why.append(f"{artifact[:19]}: names manifest {facts.get('image.manifest_digest')}, "
+                           f"not {manifest_digest}")
+                continue
+            report(Event(Phase.PULL, f"receipt {artifact[:19]}: signature, statement"
+                         + (", recipe" if recipe else "") + " and subject verified"))
+            return artifact, facts, envelope
+    raise PullRefused(f"{ref.registry}/{ref.repository}@{manifest_digest}: no attached receipt verifies:\n"
+                      + "\n".join(f"    {w}" for w in why),
+                      hint="the node keeps its current image; check the key and what was pushed")
+
+
+def _receipts(client: RegistryClient, ref: ImageRef, manifest_digest: str) -> list[str]:
+    """Receipt artifacts that refer to the manifest: the referrers API, else the fallback tag."""
+    url = f"{ref.base_url}/referrers/{manifest_digest}?artifactType={oci.RECEIPT_ARTIFACT}"
+    found = client.send("GET", ref, url, ok=(200, 404), headers={"Accept": oci.OCI_INDEX})
+    if found.status_code != 200 or not found.headers.get("Content-Type", "").startswith(oci.OCI_INDEX):
+        found = client.send("GET", ref, f"{ref.base_url}/manifests/{oci.fallback_tag(manifest_digest)}",
+                            ok=(200, 404), headers={"Accept": oci.OCI_INDEX})
+        if found.status_code != 200:
+            return []
+    try:
+        return oci.receipt_referrers(found.content)
+    except SparkimgError:
+        return []
+
+
+def _receipt_blob(client: RegistryClient, ref: ImageRef, artifact: str, manifest_digest: str) -> bytes:
+    raw = client.manifest_bytes(f"{ref.registry}/{ref.repository}", artifact, accept=oci.OCI_MANIFEST)
+    layer = oci.receipt_layer(raw, manifest_digest)
+    return client.blob_bytes(f"{ref.registry}/{ref.repository}", layer.digest)
+

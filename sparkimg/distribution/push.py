@@ -1,0 +1,214 @@
+"""``sparkimg push``: upload an image from sparkimg's own OCI data to a registry, so the registry
+serves the very manifest the receipt names (``docker push`` compresses the layers again and
+writes another manifest).
+
+Over the distribution API: each blob is asked for first (HEAD) and skipped when the registry
+has it; a base layer is mounted from the base's repository when that lives on the same
+registry, else streamed from the base's registry; new layers and the config come from the
+store. Uploads go in chunks (PATCH with Content-Range, then PUT with the digest), so a
+multi-GB layer never sits in memory. Then the manifest, by digest, and its tags. A patch-only
+change sends one small layer, the config and the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg.errors import ResolveError, UsageError
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import hex_of, sha256_prefixed
+from sparkimg.lock.resolve import Lock
+from sparkimg.store.content import CHUNK, Store
+
+UPLOAD_CHUNK = 32 * CHUNK  # bytes per PATCH
+
+
+@dataclass(frozen=True)
+class BlobPush:
+    digest: str
+    size: int
+    how: str  # "present", "mounted" or "uploaded"
+    sent: int  # bytes sent
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "size": self.size, "how": self.how, "sent": self.sent}
+
+
+@dataclass(frozen=True)
+class Pushed:
+    repository: str  # REGISTRY/REPO
+    manifest_digest: str
+    config_digest: str
+    tags: tuple[str, ...]
+    blobs: tuple[BlobPush, ...]
+    receipt: str | None = None  # the digest of the attached receipt artifact
+
+    @property
+    def sent(self) -> int:
+        return sum(b.sent for b in self.blobs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
+                "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
+                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt}
+
+
+def target_of(text: str) -> ImageRef:
+    """``--to REGISTRY/REPO``: a repository, with no tag or digest (tags are given with --tag)."""
+    ref = ImageRef.parse(text)
+    if "@" in text or ":" in text.rsplit("/", 1)[-1] or "/" not in text:
+        raise UsageError(f"--to {text}: give a registry and repository (REGISTRY/REPO), no tag or digest",
+                         hint="e.g. --to 127.0.0.1:5000/sparkimg/demo --tag latest")
+    return ref
+
+
+def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
+         tags: Sequence[str], *, receipt: bytes | None = None, client: RegistryClient | None = None,
+         report: Reporter = silent) -> Pushed:
+    """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``."""
+    to = target_of(target)
+    client = client or RegistryClient()
+    base_ref = ImageRef.parse(lock.base.repository)
+    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
+    config = store.blob(hex_of(record.config_digest)).read_bytes()
+    done: list[BlobPush] = []
+    for descriptor in base.layers:
+        done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
+                          mount_from=base_ref.repository if base_ref.registry == to.registry else None,
+                          chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest, d.size)))
+    for layer in record.layers:
+        digest = layer.descriptor.digest
+        done.append(_blob(client, to, digest, layer.descriptor.size, report,
+                          chunks=lambda d=digest: _file_chunks(store, d)))
+    done.append(_blob(client, to, record.config_digest, len(config), report, chunks=lambda: iter([config])))
+    media_type = record.media_type
+    for reference in (record.manifest_digest, *tags):
+        put_manifest(client, to, reference, manifest, media_type, record.manifest_digest)
+    attached = attach(client, to, oci.Descriptor(media_type, record.manifest_digest, len(manifest)), receipt,
+                      store, report) if receipt is not None else None
+    report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{record.manifest_digest} "
+                 f"({', '.join(tags) or 'no tags'}): {sum(b.sent for b in done)} bytes sent, "
+                 f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
+                 figures={"sent": sum(b.sent for b in done)}))
+    return Pushed(f"{to.registry}/{to.repository}", record.manifest_digest, record.config_digest, tuple(tags),
+                  tuple(done), attached)
+
+
+def put_manifest(client: RegistryClient, to: ImageRef, reference: str, manifest: bytes, media_type: str,
+                 digest: str) -> None:
+    """PUT ``manifest`` under ``reference`` (its digest or a tag); the registry must store it as ``digest``."""
+    response = client.send("PUT", to, f"{to.base_url}/manifests/{reference}", data=manifest,
+                           headers={"Content-Type": media_type}, ok=(201,), scope="pull,push")
+    said = response.headers.get("Docker-Content-Digest")
+    if said and said != digest:
+        raise ResolveError(f"{to.registry}/{to.repository}:{reference}: the registry stored the manifest as "
+                           f"{said}, not {digest}")
+
+
+def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receipt: bytes, store: Store,
+           report: Reporter) -> str:
+    """Put the receipt beside the image as an OCI artifact whose ``subject`` is the image manifest;
+    where the registry has no referrers API (Distribution 2.8), list it in the ``sha256-HEX``
+    fallback index too. That index is read, changed and written: writers from this store take
+    turns (a lock in the store); the registry itself offers no conditional write."""
+    for blob in (oci.EMPTY, receipt):
+        _blob(client, to, sha256_prefixed(blob), len(blob), report, chunks=lambda b=blob: iter([b]))
+    artifact = oci.receipt_artifact(subject, receipt)
+    digest = sha256_prefixed(artifact)
+    client.send("PUT", to, f"{to.base_url}/manifests/{digest}", data=artifact, ok=(201,), scope="pull,push",
+                headers={"Content-Type": oci.OCI_MANIFEST})
+    referrers = client.send("GET", to, f"{to.base_url}/referrers/{subject.digest}", ok=(200, 404),
+                            headers={"Accept": oci.OCI_INDEX})
+    if referrers.status_code != 200 or not referrers.headers.get("Content-Type", "").startswith(oci.OCI_INDEX):
+        tag = oci.fallback_tag(subject.digest)
+        with store.lock(f"referrers-{hashlib.sha256(f'{to.registry}/{to.repository}'.encode()).hexdigest()[:16]}"):
+            found = client.send("GET", to, f"{to.base_url}/manifests/{tag}", ok=(200, 404),
+                                headers={"Accept": oci.OCI_INDEX})
+            index = oci.referrers_index(found.content if found.status_code == 200 else None, artifact)
+            client.send("PUT", to, f"{to.base_url}/manifests/{tag}", data=index, ok=(201,), scope="pull,push",
+                        headers={"Content-Type": oci.OCI_INDEX})
+    report(Event(Phase.PUSH, f"attached the receipt as {digest[:19]} (subject {subject.digest[:19]})"))
+    return digest
+
+
+def _blob(client: RegistryClient, to: ImageRef, digest: str, size: int, report: Reporter, *,
+          chunks: Any, mount_from: str | None = None) -> BlobPush:
+    """One blob: present (HEAD), mounted from another repository, or uploaded in chunks."""
+    head = client.send("HEAD", to, f"{to.base_url}/blobs/{digest}", ok=(200, 404), scope="pull,push")
+    if head.status_code == 200:
+        return BlobPush(digest, size, "present", 0)
+    start = f"{to.base_url}/blobs/uploads/"
+    if mount_from is not None:
+        answer = client.send("POST", to, f"{start}?mount={digest}&from={mount_from}", ok=(201, 202),
+                             scope="pull,push", headers={"Content-Length": "0"})
+        if answer.status_code == 201:
+            report(Event(Phase.PUSH, f"mounted {digest[:19]} from {mount_from}"))
+            return BlobPush(digest, size, "mounted", 0)
+    else:
+        answer = client.send("POST", to, start, ok=(202,), scope="pull,push", headers={"Content-Length": "0"})
+    location = _location(to, answer)
+    sent = 0
+    for chunk in _sized(chunks()):
+        answer = client.send("PATCH", to, location, data=chunk, ok=(202, 204), scope="pull,push",
+                             headers={"Content-Type": "application/octet-stream",
+                                      "Content-Range": f"{sent}-{sent + len(chunk) - 1}",
+                                      "Content-Length": str(len(chunk))})
+        sent += len(chunk)
+        location = _location(to, answer)
+    if sent != size:
+        raise ResolveError(f"blob {digest}: {sent} bytes read, the manifest says {size}")
+    separator = "&" if "?" in location else "?"
+    client.send("PUT", to, f"{location}{separator}digest={digest}", ok=(201,), scope="pull,push",
+                headers={"Content-Length": "0"})
+    report(Event(Phase.PUSH, f"uploaded {digest[:19]} ({sent} bytes)", figures={"sent": sent}))
+    return BlobPush(digest, size, "uploaded", sent)
+
+
+def _location(to: ImageRef, response: Any) -> str:
+    location = response.headers.get("Location")
+    if not location:
+        raise ResolveError(f"{to.registry}: an upload answer without a Location header")
+    return str(urljoin(to.base_url + "/", location))
+
+
+def _sized(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The stream cut or joined into UPLOAD_CHUNK-sized pieces (the last one shorter)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        while len(pending) >= UPLOAD_CHUNK:
+            yield pending[:UPLOAD_CHUNK]
+            pending = pending[UPLOAD_CHUNK:]
+    if pending:
+        yield pending
+
+
+def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
+    with store.blob(hex_of(digest)).open("rb") as handle:
+        while chunk := handle.read(UPLOAD_CHUNK):
+            yield chunk
+
+
+def client_stream(client: RegistryClient, ref: ImageRef, digest: str, size: int) -> Iterator[bytes]:
+    """A base layer from its registry, checked against its digest as it streams and cut off once
+    it passes the ``size`` its descriptor gives (a server that never ends would fill the disk)."""
+    response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
+    hashed = hashlib.sha256()
+    received = 0
+    for chunk in response.iter_content(CHUNK):
+        received += len(chunk)
+        if received > size:
+            response.close()
+            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} is longer than its "
+                               f"descriptor's {size} bytes", hint="the registry serves other bytes; nothing was kept")
+        hashed.update(chunk)
+        yield chunk
+    if "sha256:" + hashed.hexdigest() != digest:
+        raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
+

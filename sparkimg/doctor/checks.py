@@ -1,0 +1,56 @@
+"""``sparkimg doctor``: what this machine can do, checked, not assumed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sparkimg._internal.units import format_size
+from sparkimg.errors import SparkimgError
+from sparkimg.image.bounds import mem_available
+
+
+def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "detail": detail, "required": required}
+
+
+def diagnose() -> list[dict[str, Any]]:
+    from sparkimg.engine.docker import Engine
+
+    checks = [_check("python", sys.version_info >= (3, 11), sys.version.split()[0])]
+    try:
+        engine = Engine.connect()
+        checks.append(_check("engine", True, f"client {engine.client} {engine.version}, "
+                             f"engine {engine.server_version()}; images are written by sparkimg and "
+                             "loaded, so no BuildKit or buildx is needed"))
+    except SparkimgError as exc:
+        checks.append(_check("engine", False, exc.message))
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+    v1 = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+    checks.append(_check("cgroups", v1 or v2, "v2 (unified)" if v2 else ("v1" if v1 else "not found")))
+    try:
+        checks.append(_check("memory", True, f"MemAvailable {format_size(mem_available())}"))
+    except (OSError, SparkimgError) as exc:
+        checks.append(_check("memory", False, str(exc), required=False))
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc:
+        archs = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, check=False).stdout
+        checks.append(_check("nvcc", "compute_121" in archs, f"{nvcc}: "
+                             + ("compiles for 12.1 (GB10)" if "compute_121" in archs else "no compute_121"),
+                             required=False))
+    else:
+        checks.append(_check("nvcc", False, "not found (needed for toolchain: cuda: host)", required=False))
+    gpu = shutil.which("nvidia-smi") is not None
+    checks.append(_check("gpu", gpu, "nvidia-smi present" if gpu else "no GPU: compiles work, prewarm runs without "
+                         "--gpus", required=False))
+    try:
+        from sparkimg.store.content import Store
+
+        store = Store()
+        checks.append(_check("store", True, str(store.root)))
+    except SparkimgError as exc:
+        checks.append(_check("store", False, exc.message))
+    return checks

@@ -1,0 +1,652 @@
+"""The one adapter between sparkimg and a container engine.
+
+Every engine operation goes through ``Engine``: short queries run the client binary (one
+helper, ``_call``), containers go through python-on-whales, imported only by the methods
+that start them so that connecting costs no pydantic models. Containers started here are
+always removed. Log lines are handed to a callback tagged with the layer and phase;
+rendering them is the CLI's job.
+
+Failures keep their meaning: an image the engine does not have is ``None``, an engine that
+does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkimg._internal.fs.files import identity
+from sparkimg.engine import socket_api as engine_api
+from sparkimg.errors import BuildError, EngineError
+from sparkimg.formats.canonical import loads
+
+LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
+
+# A client without buildx but older than 23 has BuildKit built into `docker build`;
+# a newer one without the buildx plugin fails with DOCKER_BUILDKIT=1 (environment.md).
+_BUILTIN_BUILDKIT_BEFORE = 23
+
+# One call answers both "which client" and "does the daemon answer": with the daemon down,
+# docker still prints the client part ("28.2.2|") and exits non-zero.
+_VERSION_FORMAT = "{{.Client.Version}}|{{.Server.Version}}"
+
+# What a client prints on stderr when the daemon is not there, and when an image is absent
+# (docker 20.10 "Error: No such image: x", 28.x "no such image: x: No such image: x" and
+# "invalid reference format" under the same prefix; podman "image not known").
+_DAEMON_DOWN = ("cannot connect to the docker daemon", "is the docker daemon running", "cannot connect to podman")
+_ABSENT = ("no such image", "no such object", "image not known")
+
+_NOT_RUNNING_HINT = "start it (scripts/dev-up on a dev machine, or systemctl start docker)"
+
+# Every container sparkimg starts carries its owner (host/pid/process start time), so a later
+# run can tell one whose sparkimg died (kill -9) and remove it. Inside, SPARKIMG_LEASE names a
+# file the owner holds an flock on: when the lock comes free, the owner is gone and the
+# container's wrapper stops the work (build/compile.py, prewarm/worker.py).
+OWNER_LABEL = "dev.sparkimg.owner"
+LEASE = "/run/sparkimg-lease/lease"
+
+
+def _quiet(layer: str, phase: str, line: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount; read-only unless ``writable``."""
+
+    source: Path
+    target: str
+    writable: bool = False
+
+    def volume(self) -> tuple[str, str, str]:
+        return (str(self.source), self.target, "rw" if self.writable else "ro")
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """cgroup bounds for one container; memory-swap equals memory (no swap)."""
+
+    memory: int
+    cpus: float | None = None
+    cpuset: str | None = None
+    pids: int = 4096
+    cgroup_parent: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    image_id: str
+    builder: str
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What one ``image inspect`` says about a local image."""
+
+    id: str  # the image ID (config digest)
+    labels: dict[str, str] = field(default_factory=dict)
+    repo_digests: tuple[str, ...] = ()  # repository@sha256:... names it was pulled or pushed as
+    layers: tuple[str, ...] = ()  # its diff_ids, base first (RootFS.Layers)
+
+
+class Engine:
+    """A Docker-compatible engine reached through one chosen client binary.
+
+    ``buildx`` is asked of the client only when something needs it (a build), unless
+    choosing the client needed it already; ``server`` is the daemon version ``connect`` saw.
+    """
+
+    def __init__(self, client: str, version: str, buildx: bool | None = None, *, server: str | None = None,
+                 api_socket: str | None = None) -> None:
+        self.client = client
+        self.version = version
+        self.server = server
+        self.api_socket = api_socket
+        self._buildx = buildx
+        self._docker: Any = None
+
+    def __repr__(self) -> str:
+        return f"Engine(client={self.client!r}, version={self.version!r}, buildx={self._buildx!r})"
+
+    @classmethod
+    def connect(cls, client: str | None = None, *, remember: Path | None = None) -> Engine:
+        """Pick a client that can build (buildx, or BuildKit built in) and check the engine runs.
+
+        One ``docker version`` per candidate gives the client version and whether the daemon
+        answers; ``buildx version`` runs here only where it decides the choice (an automatically
+        chosen client of version 23 or later, which cannot build without the plugin).
+        """
+        candidates = [client] if client else _candidates()
+        identity = _identity(candidates)
+        if remember is not None and (known := _remembered(remember, identity)) is not None:
+            return known
+        problems: list[str] = []
+        for candidate in candidates:
+            path = shutil.which(candidate) if candidate else None
+            if path is None:
+                problems.append(f"{candidate}: not found")
+                continue
+            podman = is_podman(path)
+            # podman (no daemon) prints one version; docker a client's and its daemon's.
+            args = [path, "version", "--format", "{{.Version}}|{{.Version}}" if podman else _VERSION_FORMAT]
+            try:
+                proc = _call(args)
+            except EngineError as exc:
+                problems.append(f"{path}: {exc.message}")
+                continue
+            version, _, server = proc.stdout.strip().partition("|")
+            down = proc.returncode != 0 and _says(proc.stderr, _DAEMON_DOWN)
+            if not version or (proc.returncode != 0 and not down):
+                problems.append(f"{path}: {_failed(args, proc)}")
+                continue
+            buildx: bool | None = None
+            major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
+            if major >= _BUILTIN_BUILDKIT_BEFORE and client is None and not podman:
+                buildx = _ok([path, "buildx", "version"])
+                if not buildx:
+                    problems.append(f"{path} {version}: no buildx plugin and no built-in BuildKit")
+                    continue
+            if down or not server:
+                raise _not_running(path)
+            engine = cls(path, version, buildx, server=server, api_socket=engine_api.api_socket(path))
+            if remember is not None:
+                _remember(remember, identity, engine)
+            return engine
+        raise EngineError(
+            "no usable Docker client: " + "; ".join(problems),
+            hint="install Docker with buildx, or set SPARKIMG_DOCKER to a client with BuildKit",
+        )
+
+    @property
+    def buildx(self) -> bool:
+        """Whether the client has the buildx plugin (asked once, when first needed)."""
+        if self._buildx is None:
+            self._buildx = _ok([self.client, "buildx", "version"])
+        return self._buildx
+
+    @property
+    def builder(self) -> str:
+        """What ``build`` builds with: ``buildx`` where the client has the plugin, else the
+        BuildKit built into ``docker build`` (the receipt records which)."""
+        return "buildx" if self.buildx else "buildkit"
+
+    def _whales(self) -> Any:
+        """The python-on-whales client, imported on first use (its models cost ~0.4 s to import)."""
+        if self._docker is None:
+            from python_on_whales import DockerClient
+
+            self._docker = DockerClient(client_call=[self.client])
+        return self._docker
+
+    # -- images ----------------------------------------------------------------
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """ID, labels and repo digests of a local image in one call; None if the engine has no such image.
+
+        Raises ``EngineError`` when the engine does not answer: a stopped engine is not an absent image.
+        Where the client talks to a local daemon's API socket, the same question goes straight to
+        that socket (one HTTP request, about a millisecond, instead of starting the client).
+        """
+        if self.api_socket is not None:
+            return self._inspect_api(reference, self.api_socket)
+        args = [self.client, "image", "inspect", "--format", "{{json .}}", reference]
+        proc = _call(args)
+        if proc.returncode != 0:
+            if _says(proc.stderr, _DAEMON_DOWN):
+                raise _not_running(self.client)
+            if _says(proc.stderr, _ABSENT):
+                return None
+            raise EngineError(f"the container engine failed: {_failed(args, proc)}",
+                              hint="check that `docker info` answers; " + _NOT_RUNNING_HINT)
+        return _image_info(proc.stdout, f"{' '.join(args[1:3])} {reference}")
+
+    def _inspect_api(self, reference: str, socket_path: str) -> ImageInfo | None:
+        """``GET /images/REF/json`` on the Engine API socket: the endpoint ``docker image inspect`` calls."""
+        path = engine_api.image_path(reference)
+        try:
+            status, body = engine_api.http_get(socket_path, path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise _not_running(f"{self.client}, socket {socket_path}") from None
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: GET {path} on {socket_path}: {exc}",
+                              hint="check that `docker info` answers; " + _NOT_RUNNING_HINT) from None
+        if status == 404:
+            return None
+        if status != 200:
+            if status == 400 and _says(body, ("invalid reference", "no such image")):
+                return None  # what the client reports as absent for a name it cannot parse
+            raise EngineError(f"the container engine failed: GET {path} answered {status}: {body.strip()[:200]}",
+                              hint=_NOT_RUNNING_HINT)
+        return _image_info(body, f"GET {path}")
+
+    def image_id(self, reference: str) -> str | None:
+        """The local image ID (config digest) of a reference, or None if absent."""
+        info = self.inspect(reference)
+        return info.id if info else None
+
+    def image_labels(self, reference: str) -> dict[str, str]:
+        """The labels of a local image; an absent image is an error (ask ``inspect`` to tell)."""
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"{reference}: no such image in the engine")
+        return info.labels
+
+    def pull(self, reference: str) -> None:
+        # docker reaches a registry on loopback over plain HTTP by itself; podman must be told.
+        plain = ["--tls-verify=false"] if is_podman(self.client) and _loopback(reference) else []
+        _run([self.client, "pull", "-q", *plain, reference])
+
+    def tag(self, source: str, target: str) -> None:
+        if self.api_socket is None:
+            _run([self.client, "tag", "--", source, target])  # a name never read as an option
+            return
+        from urllib.parse import urlencode
+
+        repository, tag = split_tag(target)
+        self._api("POST", f"{engine_api.image_path(source, '/tag')}?{urlencode({'repo': repository, 'tag': tag})}",
+                  f"tag {source} {target}")
+
+    def untag(self, reference: str) -> None:
+        """Remove one name of an image and nothing else (the image stays while it has another)."""
+        if self.api_socket is None:
+            _run([self.client, "image", "rm", "--no-prune", "--", reference])
+            return
+        self._api("DELETE", f"{engine_api.image_path(reference, '')}?noprune=1", f"untag {reference}")
+
+    def pull_plain(self, reference: str, timeout: float = 3600) -> None:
+        """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull
+        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known."""
+        from urllib.parse import urlencode
+
+        name, _, digest = reference.partition("@")
+        query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
+        self._api("POST", f"/images/create?{query}", f"pull {reference}", timeout=timeout)
+
+    def load(self, archive: Path) -> str:
+        """``docker load`` a docker-archive tar; return what the engine said (the loaded names). Over
+        the API socket where the client would use it (``POST /images/load``: no client to start)."""
+        if self.api_socket is None:
+            return _run([self.client, "load", "--input", str(archive)]).strip()
+        try:
+            # The daemon answers only when the whole load is done: allow for a multi-GB layer.
+            status, body = engine_api.http_post_file(self.api_socket, "/images/load?quiet=1", archive,
+                                                     "application/x-tar", timeout=3600)
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: POST /images/load on {self.api_socket}: {exc}",
+                              hint=_NOT_RUNNING_HINT) from None
+        return _streamed(status, body, "the engine refused the image", "POST /images/load")
+
+    def _api(self, method: str, path: str, what: str, timeout: float = 60) -> str:
+        assert self.api_socket is not None
+        try:
+            status, body = engine_api.http_call(self.api_socket, method, path, timeout)
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: {method} {path} on {self.api_socket}: {exc}",
+                              hint=_NOT_RUNNING_HINT) from None
+        return _streamed(status, body, f"{what}: the engine refused", f"{method} {path}", ok=(200, 201))
+
+    def remove_image(self, reference: str) -> None:
+        _ok([self.client, "image", "rm", "-f", reference])
+
+    def server_version(self) -> str:
+        """The daemon's version: the one ``connect`` saw, else asked now."""
+        if self.server is None and self.api_socket is not None and engine_api.last_server:
+            self.server = engine_api.last_server
+        if self.server is None and self.api_socket is not None:
+            try:
+                status, body = engine_api.http_get(self.api_socket, "/version")
+                version = loads(body).get("Version") if status == 200 else None
+                self.server = str(version) if isinstance(version, str) else None
+            except (OSError, ValueError, AttributeError):
+                self.server = None
+        if self.server is None:
+            self.server = _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
+        return self.server
+
+    # -- containers --------------------------------------------------------------
+
+    def run_bounded(
+        self,
+        image: str,
+        command: Sequence[str],
+        *,
+        limits: RunLimits,
+        mounts: Sequence[Mount] = (),
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        gpus: bool = False,
+        log: LogFn = _quiet,
+        layer: str = "",
+        phase: str = "run",
+    ) -> RunResult:
+        """Run ``command`` with no network inside cgroup bounds; stream logs; always remove."""
+        import threading
+        import uuid
+
+        from python_on_whales.exceptions import DockerException
+
+        docker = self._whales()
+        self.reap_orphans()
+        name = f"sparkimg-{layer or 'run'}-{uuid.uuid4().hex[:10]}"
+        with _lease() as lease_folder:
+            kwargs: dict[str, Any] = {
+                "detach": True,
+                "name": name,
+                "networks": ["none"],
+                "memory": limits.memory,
+                "memory_swap": limits.memory,
+                "pids_limit": limits.pids,
+                "envs": {**(env or {}), "SPARKIMG_LEASE": LEASE},
+                "volumes": [*(m.volume() for m in mounts), (str(lease_folder), str(Path(LEASE).parent), "ro")],
+                "workdir": workdir,
+                "pull": "never",
+                "labels": {OWNER_LABEL: owner()},
+            }
+            if limits.cpus is not None:
+                kwargs["cpus"] = limits.cpus
+            if limits.cpuset is not None:
+                kwargs["cpuset_cpus"] = _cpu_list(limits.cpuset)
+            if limits.cgroup_parent:
+                kwargs["cgroup_parent"] = limits.cgroup_parent
+            if gpus:
+                kwargs["gpus"] = "all"
+            try:
+                try:
+                    container = docker.run(image, list(command), **kwargs)
+                except DockerException as exc:
+                    raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
+                reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
+                reader.start()
+                exit_code = int(docker.container.wait(container))
+                reader.join(timeout=10)
+                state = docker.container.inspect(container).state
+                return RunResult(exit_code, bool(state.oom_killed))
+            finally:
+                _ok([self.client, "rm", "-f", name])
+
+    def reap_orphans(self) -> list[str]:
+        """Remove the containers of sparkimg runs on this host whose process is gone (a kill -9
+        leaves them behind); return their names."""
+        proc = _call([self.client, "ps", "-a", "--filter", f"label={OWNER_LABEL}", "--format",
+                      f'{{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}'], timeout=120)
+        if proc.returncode != 0:
+            return []
+        gone = [name for name, _, label in (line.partition(" ") for line in proc.stdout.splitlines())
+                if name and not alive(label)]
+        for name in gone:
+            _ok([self.client, "rm", "-f", name])
+        return gone
+
+    def _follow(self, container: Any, log: LogFn, layer: str, phase: str) -> None:
+        from python_on_whales.exceptions import DockerException
+
+        try:
+            for _stream, chunk in self._whales().container.logs(container, follow=True, stream=True):
+                for line in chunk.decode("utf-8", "replace").splitlines():
+                    log(layer, phase, line)
+        except DockerException:
+            return
+
+    # -- builds --------------------------------------------------------------------
+
+    def build(
+        self,
+        context: Path,
+        *,
+        tags: Sequence[str],
+        labels: Mapping[str, str],
+        build_args: Mapping[str, str],
+        log: LogFn = _quiet,
+        layer: str = "image",
+    ) -> BuildOutput:
+        """Build ``context/Dockerfile`` with no network: buildx if present, else BuildKit."""
+        iidfile = context.parent / f".{context.name}.iid"
+        args = [self.client]
+        env = dict(os.environ)
+        builder = self.builder
+        if builder == "buildx":
+            args += ["buildx", "build", "--load", "--provenance=false"]
+        else:
+            args += ["build"]
+            env["DOCKER_BUILDKIT"] = "1"
+        args += ["--network", "none", "--iidfile", str(iidfile), "--progress", "plain"]
+        for tag in tags:
+            args += ["--tag", tag]
+        for key, value in sorted(labels.items()):
+            args += ["--label", f"{key}={value}"]
+        for key, value in sorted(build_args.items()):
+            args += ["--build-arg", f"{key}={value}"]
+        args.append(str(context))
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+        tail: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail = [*tail[-40:], line]
+            log(layer, "assemble", line)
+        if proc.wait() != 0:
+            raise BuildError(f"image assembly failed ({builder}); last output:\n" + "\n".join(tail[-15:]))
+        image_id = iidfile.read_text().strip()
+        iidfile.unlink(missing_ok=True)
+        return BuildOutput(image_id, builder)
+
+
+@contextlib.contextmanager
+def _lease() -> Iterator[Path]:
+    """A folder holding the file this process keeps an flock on while its container runs
+    (``store.flock``); the kernel lets go of it when the process dies, however it dies, which
+    the container can see. The folder is removed when the container is done."""
+    from sparkimg._internal.fs.atomic import flock
+
+    with tempfile.TemporaryDirectory(prefix="sparkimg-lease-") as folder:
+        Path(folder).chmod(0o755)  # readable by the container's user, whoever that is
+        with flock(Path(folder) / "lease"):
+            yield Path(folder)
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22): with the
+    pid, it names one process, even after the pid is used again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode): pids mean something only inside one."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
+def owner() -> str:
+    """This process, as the owner label writes it: host/pid/start time/PID namespace."""
+    import socket
+
+    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}/{_pid_namespace()}"
+
+
+def alive(label: str) -> bool:
+    """Whether the owner a label names still runs. Another host's containers are never judged dead."""
+    import socket
+
+    host, _, rest = label.partition("/")
+    pid, _, rest = rest.partition("/")
+    started, _, namespace = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit() or namespace != _pid_namespace():
+        return True  # another machine, or another PID namespace: its processes are not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # there, but not ours to signal
+    found = _start_time(int(pid))
+    return found is None or found == started  # unreadable: assume alive (hidepid); another start: pid reused
+
+
+def is_podman(client: str) -> bool:
+    """Whether the client is podman, whose CLI differs from docker's in a few places (version, pull)."""
+    return Path(client).name == "podman"
+
+
+def _loopback(reference: str) -> bool:
+    host = reference.split("/", 1)[0] if "/" in reference else ""
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name == "localhost" or name.startswith("127.") or name in ("[::1]", "::1")
+
+
+def _image_info(text: str, what: str) -> ImageInfo:
+    """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API;
+    podman writes the ID without its ``sha256:``)."""
+    try:
+        data = loads(text)
+        if isinstance(data, list) and len(data) == 1:  # podman 4 prints the list `inspect` gives, format or not
+            data = data[0]
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        image_id = str(data["Id"])
+        if re.fullmatch(r"[0-9a-f]{64}", image_id):
+            image_id = "sha256:" + image_id
+        return ImageInfo(image_id, {str(k): str(v) for k, v in labels.items()},
+                         tuple(str(d) for d in data.get("RepoDigests") or ()),
+                         tuple(str(d) for d in (data.get("RootFS") or {}).get("Layers") or ()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise EngineError(f"the container engine failed: {what} printed no image description: "
+                          f"{text.strip()[:200]!r}",
+                          hint="check the client works (`docker version`), or set SPARKIMG_DOCKER") from None
+
+
+def _identity(candidates: list[str]) -> list[list[Any]]:
+    """What a remembered choice of client depends on: each candidate binary, by path and stat."""
+    found: list[list[Any]] = []
+    for candidate in candidates:
+        path = shutil.which(candidate) if candidate else None
+        found.append([candidate, path, identity(Path(path)) if path else None])
+    return found
+
+
+def _remembered(path: Path, identity: list[list[Any]]) -> Engine | None:
+    """The client chosen before for the same candidate binaries; the daemon is asked by the first operation."""
+    try:
+        data = loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("identity") != identity:
+        return None
+    try:
+        client = str(data["client"])
+        return Engine(client, str(data["version"]), data.get("buildx"), api_socket=engine_api.api_socket(client))
+    except KeyError:
+        return None
+
+
+def _remember(path: Path, identity: list[list[Any]], engine: Engine) -> None:
+    from sparkimg._internal.fs.atomic import write_atomic
+
+    try:
+        write_atomic(path, json.dumps({"identity": identity, "client": engine.client, "version": engine.version,
+                                       "buildx": engine._buildx}).encode())
+    except OSError:
+        return  # a cache that cannot be written is only slower
+
+
+def _candidates() -> list[str]:
+    chosen = os.environ.get("SPARKIMG_DOCKER")
+    if chosen:
+        return [chosen]
+    found = [shutil.which(name) for name in ("docker", "/usr/bin/docker", "podman")]
+    return list(dict.fromkeys(path for path in found if path))
+
+
+def _cpu_list(cpuset: str) -> list[int]:
+    cpus: list[int] = []
+    for part in cpuset.split(","):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _why(exc: Exception) -> str:
+    stderr = getattr(exc, "stderr", None)
+    return (stderr or str(exc)).strip().splitlines()[-1] if (stderr or str(exc)).strip() else "unknown error"
+
+
+def _call(args: list[str], *, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run one client command to completion; a client that cannot start or hangs is an engine failure."""
+    try:
+        return subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"{' '.join(args[:3])}: {exc}") from None
+
+
+def _failed(args: list[str], proc: subprocess.CompletedProcess[str]) -> str:
+    return f"{' '.join(args[:4])} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+
+
+def _says(stderr: str, markers: tuple[str, ...]) -> bool:
+    text = stderr.lower()
+    return any(marker in text for marker in markers)
+
+
+def _not_running(client: str) -> EngineError:
+    return EngineError(f"the Docker engine is not running (client {client})", hint=_NOT_RUNNING_HINT)
+
+
+def _run(args: list[str]) -> str:
+    proc = _call(args)
+    if proc.returncode != 0:
+        raise EngineError(_failed(args, proc))
+    return proc.stdout
+
+
+def _ok(args: list[str]) -> bool:
+    try:
+        return _call(args, timeout=120).returncode == 0
+    except EngineError:
+        return False
+
+
+def split_tag(reference: str) -> tuple[str, str]:
+    """``repo[:tag]`` as the API's ``repo`` and ``tag`` (``latest`` when none is given)."""
+    slash = reference.rfind("/")
+    colon = reference.rfind(":")
+    if colon > slash:
+        return reference[:colon], reference[colon + 1:]
+    return reference, "latest"
+
+
+def _streamed(status: int, body: str, refused: str, request: str, ok: tuple[int, ...] = (200,)) -> str:
+    """The lines of a daemon's answer, whose JSON stream (load, pull) can carry an error after a 200;
+    raises ``EngineError`` with the daemon's words for one."""
+    said = []
+    for text in body.splitlines():
+        try:
+            message = loads(text) if text.strip() else {}
+        except ValueError:
+            message = {"stream": text}
+        if not isinstance(message, dict):
+            continue
+        if status not in ok or message.get("error") or message.get("errorDetail"):
+            raise EngineError(f"{refused}: {message.get('error') or message.get('message') or text}")
+        said.append(str(message.get("stream") or message.get("status") or "").strip())
+    if status not in ok:
+        raise EngineError(f"{refused}: {request} answered {status}")
+    return "\n".join(s for s in said if s)

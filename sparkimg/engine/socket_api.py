@@ -1,0 +1,87 @@
+"""The Docker Engine API over its local unix socket: which socket the docker client would use,
+and one HTTP request on it. Standard library only (a leaf module), so the engine adapter and the
+no-op build check can both ask the daemon in about a millisecond without loading anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from sparkimg._internal.locations import docker_config
+
+# The daemon's version as the last answer's ``Server: Docker/VERSION (os)`` header gave it: what
+# ``docker version`` would ask for, known without another request.
+last_server: str | None = None
+
+
+def api_socket(client: str) -> str | None:
+    """The local daemon's API socket a docker client talks to, when that is certain: DOCKER_HOST unset
+    or ``unix://``, no context chosen, and the socket present. Else None: ask through the client."""
+    if Path(client).name != "docker" or os.environ.get("DOCKER_CONTEXT"):
+        return None
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return None
+    try:
+        context = json.loads(docker_config().read_text()).get("currentContext")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        context = None
+    if context not in (None, "", "default"):
+        return None
+    path = host.removeprefix("unix://")
+    return path if Path(path).is_socket() else None
+
+
+def image_path(reference: str, action: str = "/json") -> str:
+    """The API path of an image by reference: ``/images/REF/json`` (what ``docker image inspect``
+    asks), ``/images/REF/tag``, or ``/images/REF`` with ``action`` empty."""
+    from urllib.parse import quote
+
+    return f"/images/{quote(reference, safe='/:@')}{action}"
+
+
+def http_get(socket_path: str, path: str, timeout: float = 60) -> tuple[int, str]:
+    """One HTTP/1.0 GET over a unix socket: (status, body). HTTP/1.0 makes the daemon send the body
+    whole and close the connection, so no chunked reading is needed (and no http.client import)."""
+    return _request(socket_path, f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode(), None, timeout)
+
+
+def http_call(socket_path: str, method: str, path: str, timeout: float = 60) -> tuple[int, str]:
+    """One HTTP/1.0 request with no body (``POST /images/create``, ``DELETE /images/REF``)."""
+    head = f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Length: 0\r\n\r\n"
+    return _request(socket_path, head.encode(), None, timeout)
+
+
+def http_post_file(socket_path: str, path: str, body: Path, content_type: str,
+                   timeout: float = 600) -> tuple[int, str]:
+    """One HTTP/1.0 POST of a file's bytes over a unix socket (``docker load`` is ``POST /images/load``)."""
+    head = (f"POST {path} HTTP/1.0\r\nHost: docker\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {body.stat().st_size}\r\n\r\n")
+    return _request(socket_path, head.encode(), body, timeout)
+
+
+def _request(socket_path: str, head: bytes, body: Path | None, timeout: float) -> tuple[int, str]:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(socket_path)
+        sock.sendall(head)
+        if body is not None:
+            with body.open("rb") as handle:
+                sock.sendfile(handle)
+        chunks = []
+        while chunk := sock.recv(1 << 16):
+            chunks.append(chunk)
+    answer_head, _, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    global last_server
+    for line in answer_head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"server" and value.strip().startswith(b"Docker/"):
+            last_server = value.strip().split(b" ", 1)[0].removeprefix(b"Docker/").decode("ascii", "replace")
+    status = answer_head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or not status[1].isdigit():
+        raise ValueError(f"not an HTTP response: {answer_head[:80]!r}")
+    return int(status[1]), answer.decode("utf-8", "replace")

@@ -1,0 +1,211 @@
+"""Image assembly without a Dockerfile: sparkimg writes the image as OCI data in its store.
+
+The base's manifest, config and layer descriptors are kept verbatim. On top come one layer
+per spec layer (a compile layer's wheels, or one PyPI wheel), in spec order, then one layer
+per baked patch set: least- to most-often changing, so a patch change rewrites one small
+layer. The config is the base's with the spec's env and labels, and ``created`` and history
+at the lock's SOURCE_DATE_EPOCH. Each new layer is cached by its inputs, so an unchanged
+layer is neither rebuilt nor recompressed. ``load`` puts the result into the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sparkimg.errors import BuildError, FetchError
+from sparkimg.events import Event, Phase, Reporter
+from sparkimg.formats import kernels as kernel_label
+from sparkimg.formats import oci
+from sparkimg.formats.canonical import digest_of, hex_of, sha256_prefixed
+from sparkimg.formats.lockfile import PypiPin
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.scheme import BaseScheme, canonical_name
+from sparkimg.image import layer as layer_mod
+from sparkimg.plan.keys import KEY_LABEL, Plan
+from sparkimg.spec import CompileLayer
+from sparkimg.store.content import Store
+
+LAYER_VERSION = "sparkimg-layer/1"
+LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
+IMAGES = "images"  # store records: an assembled image by its image key
+
+
+@dataclass(frozen=True)
+class _Work:
+    """One layer to write: what it is made from, and how."""
+
+    name: str
+    created_by: str
+    key_inputs: dict[str, object]
+    entries: Callable[[Path], list[layer_mod.Entry]]
+
+
+def image_record(store: Store, key: str) -> oci.ImageRecord | None:
+    """The assembly of an image key, when its manifest, config and new layers are all in the store."""
+    data = store.read_record(IMAGES, key)
+    if data is None:
+        return None
+    try:
+        record = oci.ImageRecord.from_json(data, f"{store.record_path(IMAGES, key)}")
+    except FetchError:
+        return None  # a damaged record is no record: the image is assembled again
+    blobs = [record.manifest_digest, record.config_digest, *(layer.descriptor.digest for layer in record.layers)]
+    return record if all(store.has(hex_of(d)) for d in blobs) else None
+
+
+def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
+             base: oci.BaseImage, report: Reporter, *, cache: bool = True) -> oci.ImageRecord:
+    """Write the image's new layers, config and manifest into the store; return its record.
+    ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
+    wheels); ``cache=False`` writes every layer again (``build --check``)."""
+    epoch = plan.lock.source_date_epoch
+    media_type = oci.layer_media_type(base)
+    written: list[oci.Layer] = []
+    work_root = store.temp_dir("assemble.")
+    try:
+        for number, work in enumerate(_works(plan, records, store, scheme_of)):
+            key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
+                             "epoch": epoch, "mediaType": media_type, **work.key_inputs})
+            found = _cached_layer(store, key) if cache else None
+            if found is None:
+                folder = work_root / str(number)
+                folder.mkdir()
+                found = layer_mod.write_layer(work.entries(folder / "root"), epoch=epoch, media_type=media_type,
+                                              created_by=work.created_by, store=store, work=folder)
+                store.write_record(LAYERS, key, found.to_json())
+                report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
+                             f"({found.descriptor.size} bytes)", work.name,
+                             figures={"size": found.descriptor.size}))
+            else:
+                report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
+            written.append(found)
+    finally:
+        layer_mod.clear(work_root)
+    config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=epoch, layers=written)
+    manifest = oci.manifest(base, config, written)
+    record = oci.ImageRecord(sha256_prefixed(manifest), sha256_prefixed(config), base.media_type,
+                             plan.lock.base.manifest_digest, tuple(written), layer_mod.COMPRESSOR,
+                             layer_mod.TAR_FORMAT)
+    store.put_bytes(config, expected=hex_of(record.config_digest), what="image config")
+    store.put_bytes(manifest, expected=hex_of(record.manifest_digest), what="image manifest")
+    if cache:
+        store.write_record(IMAGES, plan.image.key, record.to_json())
+    return record
+
+
+def labels(plan: Plan) -> dict[str, str]:
+    """OCI labels plus sparkimg's own: spec and lock digests, each layer's key, the prewarm kernel set."""
+    spec, lock = plan.spec, plan.lock
+    created = oci.rfc3339(lock.source_date_epoch)
+    out = dict(spec.labels)
+    out.update({
+        "org.opencontainers.image.title": spec.name,
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.base.name": lock.base.reference,
+        "org.opencontainers.image.base.digest": lock.base.manifest_digest,
+        "dev.sparkimg.spec-digest": spec.digest,
+        "dev.sparkimg.lock.resolve-digest": lock.digest,
+        "dev.sparkimg.platform": lock.platform,
+        "dev.sparkimg.cuda-architectures": ";".join(a.text for a in spec.cuda_architectures),
+        KEY_LABEL: plan.image.key,
+    })
+    for layer in plan.layers[:-1]:
+        out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
+    if (kernels := kernel_label.of_spec(spec)) is not None:
+        out[kernel_label.LABEL] = kernels.to_label()
+    return out
+
+
+def _cached_layer(store: Store, key: str) -> oci.Layer | None:
+    data = store.read_record(LAYERS, key)
+    if data is None:
+        return None
+    try:
+        found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
+    except FetchError:
+        return None  # a damaged record: the layer is written again
+    return found if store.has(hex_of(found.descriptor.digest)) else None
+
+
+def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
+           scheme_of: Callable[[], BaseScheme]) -> list[_Work]:
+    """The new layers, in order: one per spec layer, then one per baked patch set."""
+    from sparkimg.base.schemes import QUERY, record_name
+
+    # What the base's scheme and folder links are is a function of the base and the query.
+    scheme = record_name(plan.lock.base.config_digest, QUERY.read_bytes())
+    works: list[_Work] = []
+    installed: dict[str, str] = {}
+    for spec_layer in plan.spec.layers:
+        if isinstance(spec_layer, CompileLayer):
+            wheels = [(o.filename, o.sha256) for o in records[spec_layer.name].outputs]
+        else:
+            source = plan.lock.sources[spec_layer.source]
+            assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
+            wheels = [(source.filename, source.sha256)]
+        for filename, _ in wheels:  # from the names, so a cached layer is checked as well
+            dist = canonical_name(filename.split("-", 1)[0])
+            if dist in installed:
+                raise BuildError(f"layer {spec_layer.name}: installs {dist}, which layer {installed[dist]} "
+                                 "installs already", hint="install each distribution in one layer only")
+            installed[dist] = spec_layer.name
+        works.append(_wheel_work(spec_layer.name, wheels, scheme, plan.lock.platform, store, scheme_of))
+    for set_name, entry in sorted(plan.lock.patches.items()):
+        if entry.mode != "bake":
+            continue
+        files = [(item.mount, item.sha256) for item in entry.files]
+
+        def patch_entries(root: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
+            found = [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
+                     for mount, sha256 in files]
+            return _through_links(found, scheme_of())
+
+        created_by = f"sparkimg: patch set {set_name}"
+        works.append(_Work(f"patches.{set_name}", created_by,
+                           {"patches": sorted(files), "scheme": scheme, "createdBy": created_by}, patch_entries))
+    return works
+
+
+def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[layer_mod.Entry]:
+    """Each entry under its parent folder as the base resolves it: on a merged-/usr base a file
+    for ``/lib/x`` is written at ``usr/lib/x``, since a ``lib/`` folder in a layer would hide the
+    base's ``/lib -> usr/lib`` link (``docker build``'s COPY followed it as well)."""
+    found = []
+    for entry in entries:
+        parent, _, name = entry.path.rpartition("/")
+        real = scheme.resolve("/" + parent).strip("/") if parent else ""
+        found.append(replace(entry, path=f"{real}/{name}" if real else name))
+    return found
+
+
+def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platform: str, store: Store,
+                scheme_of: Callable[[], BaseScheme]) -> _Work:
+    from sparkimg.image.wheels import check_fits, installer_version, stage_wheels
+
+    def entries(root: Path) -> list[layer_mod.Entry]:
+        scheme = scheme_of()
+        for filename, _ in wheels:
+            check_fits(filename, scheme, platform)
+        folder = root.parent / "wheels"
+        folder.mkdir(parents=True)
+        paths = []
+        for filename, sha256 in wheels:
+            store.export(sha256, folder / filename)
+            paths.append(folder / filename)
+        root.mkdir()
+        staged = stage_wheels(paths, scheme, root)
+        roots = ["/" + r.strip("/") for r in staged.roots]
+
+        def directory(rel: str) -> bool:
+            path = "/" + rel
+            return not any(r == path or r.startswith(path + "/") for r in roots)
+
+        written = layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
+        return _through_links(written, scheme)
+
+    created_by = f"sparkimg: wheels {' '.join(f for f, _ in wheels)}"
+    return _Work(name, created_by, {"wheels": sorted(wheels), "scheme": scheme_id, "installer": installer_version(),
+                                    "createdBy": created_by}, entries)
+

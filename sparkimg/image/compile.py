@@ -1,0 +1,237 @@
+"""One compile layer in its own bounded container: no network, inputs read-only.
+
+The container runs from the pinned base (by image ID), with the source unpacked at
+``/src`` (read-only), a host CUDA toolkit at its own path (read-only) when the spec says
+so, and ``/out`` as the only writable mount. A small wrapper records peak memory and
+CPU time from the container's own cgroup before it exits; it starts the command at a fixed pid.
+After the command, every output is normalised (nvcc's pids out of ELF files, each wheel's zip in
+one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store admits it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from sparkimg._internal.units import format_size
+from sparkimg.engine.docker import Engine, Mount, RunLimits
+from sparkimg.errors import AuditError, BuildError, LockError, OOMError
+from sparkimg.events import Event, Kind, Phase, Reporter
+from sparkimg.formats.canonical import loads
+from sparkimg.formats.lockfile import PypiPin
+from sparkimg.formats.record import LayerRecord, Metrics, Output
+from sparkimg.image import audit, elfnames, wheelzip
+from sparkimg.image.bounds import Budget
+from sparkimg.lock.resolve import Lock
+from sparkimg.plan.keys import RECORDS, PlannedLayer
+from sparkimg.source import patching as _srcpatch
+from sparkimg.source import sdist as _sdist
+from sparkimg.spec import CompileLayer, Spec, substitute
+from sparkimg.store.content import Store
+
+# The first pid the layer's own processes get is PID_FLOOR + 1 (far above the handful a runtime uses).
+PID_FLOOR = 100
+# Peak memory and CPU time from cgroup v1 or v2, as seen from inside the container.
+WRAPPER = r"""#!/bin/sh
+# Written by sparkimg: runs the layer's command, then records cgroup metrics.
+# Pids first: the runtime's own threads use a varying number of pids in this namespace before this
+# script starts, so short-lived children use pids up to PID_FLOOR; the processes below then always
+# get PID_FLOOR + 1, + 2, ..., and a command that starts its processes in order gets the same pids
+# on every build (nvcc names its temp files, and so symbols, by pid: docs/reproducibility.md).
+last=0
+while [ "$last" -lt PID_FLOOR ]; do : & last=$!; wait "$last"; done
+# A watchdog, one process started by one fork before the command (the watcher is chosen with
+# builtins only), waits blocked (no polling) for the lease its sparkimg holds: it comes free only
+# when that sparkimg is gone, and then every process here but this init is killed.
+watchdog=
+if [ -n "$SPARKIMG_LEASE" ] && [ -f "$SPARKIMG_LEASE" ]; then
+  if command -v flock >/dev/null 2>&1; then
+    flock "$SPARKIMG_LEASE" /bin/sh -c \
+      'echo "sparkimg: the build that started this container is gone; stopping" >&2; kill -9 -1' 2>/dev/null &
+    watchdog=$!
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import fcntl, os, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX); sys.stderr.write(
+"sparkimg: the build that started this container is gone; stopping\n"); sys.stderr.flush(); os.kill(-1, 9)' \
+      "$SPARKIMG_LEASE" 2>/dev/null &
+    watchdog=$!
+  fi
+fi
+/bin/sh -c "$SPARKIMG_COMMAND" &
+child=$!
+wait "$child"
+rc=$?
+[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+g=/sys/fs/cgroup
+peak=$(cat $g/memory/memory.max_usage_in_bytes 2>/dev/null || cat $g/memory.peak 2>/dev/null || echo null)
+cpu_ns=$(cat $g/cpuacct/cpuacct.usage 2>/dev/null || cat $g/cpu,cpuacct/cpuacct.usage 2>/dev/null || echo null)
+cpu_us=null
+if [ -f $g/cpu.stat ]; then
+  while read -r k v; do [ "$k" = usage_usec ] && cpu_us=$v; done < $g/cpu.stat
+fi
+printf '{"exit": %s, "peak_memory": %s, "cpu_ns": %s, "cpu_us": %s}\n' "$rc" "$peak" "$cpu_ns" "$cpu_us" \
+  > /sparkimg/meta/metrics.json
+exit $rc
+"""
+WRAPPER = WRAPPER.replace("PID_FLOOR", str(PID_FLOOR))
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def compile_layer(
+    spec: Spec,
+    lock: Lock,
+    layer: CompileLayer,
+    planned: PlannedLayer,
+    source_blob: str,
+    base_image: str,
+    store: Store,
+    engine: Engine,
+    budget: Budget,
+    report: Reporter,
+    input_blobs: Mapping[str, str] | None = None,
+) -> LayerRecord:
+    """Build one layer, audit its outputs, admit them to the store; return its record."""
+    work = store.temp_dir(f"compile-{layer.name}.")
+    try:
+        src, out, meta, tools = (work / d for d in ("src", "out", "meta", "bin"))
+        for folder in (src, out, meta, tools):
+            folder.mkdir()
+        out.chmod(0o777)
+        meta.chmod(0o777)
+        prepare_source(spec, lock, layer, store.blob(source_blob), src)
+        (tools / "run.sh").write_text(WRAPPER)
+        mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
+                  Mount(meta, "/sparkimg/meta", writable=True)]
+        for name in layer.inputs:
+            staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
+            mounts.append(Mount(staged, f"/inputs/{name}"))
+        env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
+               "SPARKIMG_LAYER": layer.name, **budget.env()}
+        toolchain = lock.toolchain
+        if toolchain.cuda == "host" and toolchain.path and toolchain.resolved:
+            cuda = toolchain.path
+            mounts.append(Mount(Path(toolchain.resolved), cuda))
+            env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
+        variables = spec.variables(budget.jobs)
+        env.update({k: substitute(v, variables) for k, v in layer.env.items()})
+        env["SPARKIMG_COMMAND"] = substitute(layer.command, variables)
+        report(Event(Phase.COMPILE, f"compile {layer.name}: {budget.jobs} job(s), memory "
+                     f"{format_size(budget.memory)}, pids {budget.pids}, network none", layer.name,
+                     figures={"jobs": budget.jobs, "memory": budget.memory, "pids": budget.pids}))
+        tail: list[str] = []
+
+        def keep(name: str, phase: str, line: str) -> None:
+            tail.append(line)
+            del tail[:-30]
+            report(Event(Phase(phase), line, name, Kind.LOG))
+
+        started = time.monotonic()
+        result = engine.run_bounded(
+            base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
+            limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
+            mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
+        )
+        wall = time.monotonic() - started
+        metrics = _metrics(meta / "metrics.json", wall)
+        if result.oom_killed:
+            peak = metrics.peak_memory
+            raise OOMError(
+                f"layer {layer.name}: killed by the OOM killer at its memory bound "
+                f"{format_size(budget.memory)} (peak {format_size(peak) if peak else 'at the bound'}, "
+                f"{budget.jobs} job(s) of {format_size(budget.job_memory)} each)",
+                hint="raise the layer's memory (or --memory), or raise job_memory so fewer jobs run at once",
+            )
+        if result.exit_code != 0:
+            raise BuildError(f"layer {layer.name}: command exited with {result.exit_code}; last output:\n"
+                             + "\n".join(f"    {line}" for line in tail[-15:]))
+        produced = sorted(out.glob(layer.outputs))
+        if not produced:
+            raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
+                             hint="make the command write its wheels into /out")
+        for path in produced:
+            _normalise(layer.name, path, lock.source_date_epoch)
+        wanted = [a.sm for a in spec.cuda_architectures]
+        reports = [r for path in produced for r in audit.audit_output(path, wanted)]
+        store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
+        report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
+                     f"{len(audit.failures(reports))} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
+                     layer.name))
+        bad = audit.failures(reports)
+        if bad:
+            lines = "\n".join(f"    {r['file']}: has sm {r['sm']}, lacks {r['missing']}" for r in bad)
+            raise AuditError(
+                f"layer {layer.name}: compiled code lacks requested CUDA architectures "
+                f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",
+                hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
+                "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
+            )
+        outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
+                        for p in produced)
+        record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
+                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        store.write_record(RECORDS, planned.key, record.to_json())
+        return record
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _normalise(layer: str, path: Path, epoch: int) -> None:
+    """Make an output's bytes a function of its content: nvcc's pids out of ELF files (bare or
+    in a wheel), and every wheel's zip rewritten in one fixed form (docs/reproducibility.md)."""
+    if path.suffix == ".whl":
+        try:
+            wheelzip.normalise(path, epoch, rewrite=elfnames.member)
+        except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+            raise BuildError(f"layer {layer}: {path.name} in /out is not a wheel sparkimg can read: {exc}",
+                             hint="write a zip archive (a wheel) to /out") from None
+    elif path.is_file():
+        data = path.read_bytes()
+        if (new := elfnames.neutralise(data)) != data:
+            temp = path.with_name(f".{path.name}.tmp")
+            temp.write_bytes(new)
+            temp.replace(path)
+
+
+def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, blob: Path, target: Path) -> None:
+    """The layer's /src: its source unpacked (an sdist without its top folder), then its
+    ``source_patches`` applied in order, each checked against the sha256 the lock pins."""
+    pin = lock.sources[layer.source]
+    sdist = isinstance(pin, PypiPin) and pin.dist == "sdist"
+    what = f"sources.{layer.source}" + (f" ({pin.filename})" if isinstance(pin, PypiPin) else "")
+    _sdist.unpack(blob, target, strip=sdist, what=what)
+    for written in layer.source_patches:
+        data = (spec.root / written).read_bytes()
+        pinned = lock.source_patches.get(written)
+        if pinned is None or hashlib.sha256(data).hexdigest() != pinned:
+            raise LockError(f"layer {layer.name}: source patch {written} differs from the lock",
+                            hint=f"run `sparkimg lock {spec.path.name}`")
+        _srcpatch.apply(target, data, f"layer {layer.name}: source patch {written}")
+
+
+def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
+    """One extra input as the command sees it: a tree or an sdist unpacked, a wheel under its own name."""
+    folder = work / "inputs" / name
+    folder.mkdir(parents=True)
+    pin = lock.sources[name]
+    if isinstance(pin, PypiPin) and pin.dist != "sdist":
+        shutil.copyfile(blob, folder / pin.filename)
+    else:
+        sdist = isinstance(pin, PypiPin)
+        _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
+    return folder
+
+
+def _metrics(path: Path, wall: float) -> Metrics:
+    try:
+        raw = loads(path.read_text())
+    except (OSError, ValueError):
+        raw = {}
+    cpu = raw.get("cpu_ns")
+    cpu_s = cpu / 1e9 if isinstance(cpu, (int, float)) else (
+        raw["cpu_us"] / 1e6 if isinstance(raw.get("cpu_us"), (int, float)) else None)
+    peak = raw.get("peak_memory")
+    return Metrics(round(wall, 3), round(cpu_s, 3) if cpu_s is not None else None,
+                   peak if isinstance(peak, int) else None)

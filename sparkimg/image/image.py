@@ -1,0 +1,194 @@
+"""The build stage: check the lock, fetch, compile what is not cached, assemble the image.
+
+Nothing is rebuilt whose key is already built: an unchanged spec asks the engine one
+question (is the image with this key there?) and builds nothing; a patch change rebuilds
+only the assembly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sparkimg.engine.docker import Engine
+from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.record import LayerRecord
+from sparkimg.formats.scheme import BaseScheme
+from sparkimg.image.bounds import Overrides, derive
+from sparkimg.lock import resolve as lock_mod
+from sparkimg.lock.resolve import Lock
+from sparkimg.plan.keys import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
+from sparkimg.spec import CompileLayer, Spec
+from sparkimg.store.content import Store
+
+BUILDER = "sparkimg-oci"  # what assembles the image: sparkimg itself, no Dockerfile
+
+
+@dataclass
+class BuildResult:
+    plan: Plan
+    image_ref: str
+    image_id: str | None
+    built: list[str] = field(default_factory=list)
+    records: dict[str, LayerRecord] = field(default_factory=dict)
+    builder: str | None = None
+    started: float = 0.0
+    finished: float = 0.0
+    blobs: dict[str, str] = field(default_factory=dict)
+    engine: dict[str, str | None] = field(default_factory=dict)
+    receipt: str | None = None
+    oci: ImageRecord | None = None
+    check: dict[str, Any] | None = None  # what ``build --check`` found, recorded in the receipt
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "image": {"reference": self.image_ref, "id": self.image_id},
+            "receipt": self.receipt,
+            "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
+                                                  "config": self.oci.config_digest,
+                                                  "diff_ids": [layer.diff_id for layer in self.oci.layers]},
+            "layers": [layer.to_json() for layer in self.plan.layers],
+        }
+
+
+def built_image(engine: Engine, spec: Spec, key: str) -> str | None:
+    """The one place that asks the engine whether an image key is built: the image ID when the
+    key's tag is there and carries that key in its label, else None (one engine call)."""
+    info = engine.inspect(image_ref(spec, key))
+    if info is None or info.labels.get(KEY_LABEL) != key:
+        return None
+    return info.id
+
+
+def _engine_info(engine: Engine, builder: str | None) -> dict[str, str | None]:
+    return {"client": engine.version, "server": engine.server_version(), "builder": builder}
+
+
+def described(result: BuildResult, store: Store, engine: Engine, report: Reporter = silent) -> BuildResult:
+    """A no-op's result with what a fresh build records besides: the store entries of its inputs
+    (fetched again where missing, with no engine needed) and the engine that built it. For a
+    receipt written again after its statement was lost, so it carries the same fields."""
+    from sparkimg.fetch.inputs import fetch
+
+    fetched = fetch(result.plan.spec, result.plan.lock, store, None, report=report)
+    return replace(result, blobs=dict(fetched.blobs),
+                   engine=_engine_info(engine, BUILDER if result.oci is not None else engine.builder))
+
+
+def compile_records(plan: Plan, store: Store) -> dict[str, LayerRecord]:
+    """The store's record of each compile layer of the plan that is built (those not built are absent)."""
+    found = {layer.name: layer_record(store, plan.layer(layer.name).key) for layer in plan.spec.layers
+             if isinstance(layer, CompileLayer)}
+    return {name: record for name, record in found.items() if record is not None}
+
+
+def build(
+    spec: Spec,
+    lock: Lock,
+    store: Store,
+    engine: Engine,
+    overrides: Overrides | None = None,
+    *,
+    report: Reporter = silent,
+) -> BuildResult:
+    started = time.time()
+    overrides = overrides or Overrides()
+    lock_mod.check(spec, lock, store)
+    image_id = built_image(engine, spec, image_key(spec, lock))
+    if image_id is not None:
+        # Every layer is in the image already; none is rebuilt and the engine builds nothing.
+        from sparkimg.image.assemble import image_record
+
+        plan = compute(spec, lock, store, image_built=True).all_cached()
+        return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
+                           finished=time.time(), engine={"client": engine.version},
+                           oci=_matching(image_record(store, plan.image.key), image_id))
+    # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
+    from sparkimg.fetch.inputs import fetch
+    from sparkimg.image.assemble import image_record
+
+    plan = compute(spec, lock, store)
+    fetched = fetch(spec, lock, store, engine, report=report)
+    # vLLM's own architecture selection, before any compile starts (answered from the store when
+    # asked before): a collapse fails here in a second instead of at the audit hours later.
+    if any(not plan.layer(layer.name).cached for layer in spec.layers if isinstance(layer, CompileLayer)):
+        from sparkimg.source.preflight import run as run_preflight
+
+        run_preflight(spec, lock, store, report=report)
+    assert fetched.base_tag is not None
+    records: dict[str, LayerRecord] = {}
+    built: list[str] = []
+    for layer in spec.layers:
+        planned = plan.layer(layer.name)
+        if not isinstance(layer, CompileLayer):
+            continue
+        # One build per key at a time: a concurrent build of the same layer waits, then reuses it.
+        with store.lock(f"layer-{planned.key}"):
+            if planned.cached or is_built(planned.kind, planned.key, planned.inputs, store):
+                record = layer_record(store, planned.key)
+                assert record is not None
+                records[layer.name] = record
+                report(Event(Phase.COMPILE, f"compile {layer.name}: cached ({planned.key[:12]})", layer.name))
+                continue
+            from sparkimg.image.compile import compile_layer  # only when a layer compiles: a patch-only build skips it
+
+            budget = derive(layer.bounds, overrides, layer=layer.name)
+            records[layer.name] = record = compile_layer(
+                spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
+                store, engine, budget, report, fetched.blobs,
+            )
+            report(Event(Phase.COMPILE, f"compile {layer.name}: built in {record.metrics.wall_s:.1f} s",
+                         layer.name, Kind.DONE, {**record.metrics.to_json(), "jobs": record.jobs}))
+        built.append(layer.name)
+    image = plan.image
+    oci_record: ImageRecord | None = None
+    with store.lock(f"image-{image.key}"):
+        image_id = built_image(engine, spec, image.key)
+        if image_id is not None:
+            report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
+            oci_record = _matching(image_record(store, image.key), image_id)
+            builder = None
+        else:
+            report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
+            oci_record, image_id = assemble_and_load(plan, fetched.base_tag, records, store, engine, report)
+            builder = BUILDER
+            built.append("image")
+    # A layer another build finished while this one waited is reported as cached, as it was not rebuilt.
+    plan = replace(plan, layers=tuple(
+        replace(layer, cached=True) if layer.kind != "wheel" and layer.name not in built else layer
+        for layer in plan.layers))
+    remember(plan, store)
+    return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time(),
+                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record)
+
+
+def _matching(record: ImageRecord | None, image_id: str) -> ImageRecord | None:
+    """The store's record of an image only when it is the image the engine holds: one engine may
+    serve several stores, and a record from another build must not name this image."""
+    if record is None or image_id not in (record.config_digest, record.manifest_digest):
+        return None
+    return record
+
+
+def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, engine: Engine,
+                      report: Reporter) -> tuple[ImageRecord, str]:
+    """Write the image into the store (``assemble``) and load it into the engine; the record and
+    the engine's name for the image."""
+    from sparkimg.fetch.inputs import base_image
+    from sparkimg.image.assemble import assemble
+    from sparkimg.image.load import load
+
+    base = base_image(plan.lock, store, report=report)
+    record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report)
+    previous = (store.read_record("state", plan.spec.name) or {}).get("image")
+    known = [base_tag] + ([previous] if isinstance(previous, str) else [])
+    loaded = load(engine, store, record, base, plan.image_ref, known, report)
+    return record, loaded.image_id
+
+
+def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> BaseScheme:
+    from sparkimg.base.pyscheme import base_scheme
+
+    return base_scheme(engine, base_tag, plan.lock.base.config_digest, store)
