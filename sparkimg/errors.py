@@ -96,3 +96,36 @@ class BusyError(SparkimgError):
     """Another process holds what this one needs alone (a nightly's state folder); try again later."""
 
     exit_code = 7
+
+
+class KeyFileError(UsageError):
+    """A key file is missing, unreadable, of the wrong type or too open."""
+
+
+class RecipeError(UsageError):
+    """The recipe file is unreadable or malformed (exit 2)."""
+
+
+class DowngradeError(SparkimgError):
+    """Writing would drop a signature (exit 1)."""
+
+
+class VerificationError(SparkimgError):
+    """What a node has or is handed is not what a trusted, signed record names (exit 1); nothing
+    was changed on the node. The family of every refusal after a signature or digest check."""
+
+
+class PullRefused(VerificationError):
+    """The registry's image is not the one a trusted receipt names: nothing was pulled (exit 1)."""
+
+
+class LoadRefused(VerificationError):
+    """The archive is not the image a trusted receipt names: nothing was loaded (exit 1)."""
+
+
+class CacheMismatchError(VerificationError):
+    """The cache is not for this image, or fails its quick verification (exit 1)."""
+
+
+class RunArgsError(VerificationError):
+    """A patch file to mount is missing or differs from the receipt (exit 1)."""

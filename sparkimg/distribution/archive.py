@@ -32,7 +32,7 @@ from typing import Any
 from sparkimg._internal.fs.atomic import fsync_dir
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.engine.docker import Engine, is_podman
-from sparkimg.errors import EngineError, FetchError, SparkimgError, UsageError
+from sparkimg.errors import EngineError, FetchError, LoadRefused, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of, sha256_prefixed
@@ -44,9 +44,6 @@ _FILES = ("oci-layout", "index.json", "manifest.json")
 MAX_DOCUMENT = 16 << 20  # index, manifests, config, receipt: never this large
 MAX_MEMBERS = 4096  # a saved image has a few dozen
 
-
-class LoadRefused(SparkimgError):
-    """The archive is not the image a trusted receipt names: nothing was loaded (exit 1)."""
 
 
 @dataclass(frozen=True)

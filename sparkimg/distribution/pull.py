@@ -16,16 +16,12 @@ from typing import Any
 
 from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
 from sparkimg.engine.docker import Engine
-from sparkimg.errors import EngineError, FetchError, ResolveError, SparkimgError, UsageError
+from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.signing.keys import PublicKey
 from sparkimg.spec.model import split_reference
-
-
-class PullRefused(SparkimgError):
-    """The registry's image is not the one a trusted receipt names: nothing was pulled (exit 1)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg.errors import UsageError
+from sparkimg.errors import RecipeError
 from sparkimg.spec.checker import closest
 from sparkimg.spec.model import dotted_arch
 
@@ -23,9 +23,6 @@ EXPECT_KEYS = {"base", "image", "platform", "cuda_architectures", "sources", "pa
 SOURCE_FIELDS = {"commit", "tree", "sha256", "version", "ref", "filename"}
 COMMIT_PIN = re.compile(r"^[0-9a-f]{7,40}$")
 
-
-class RecipeError(UsageError):
-    """The recipe file is unreadable or malformed (exit 2)."""
 
 
 @dataclass(frozen=True)

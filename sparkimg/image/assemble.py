@@ -106,7 +106,7 @@ def labels(plan: Plan) -> dict[str, str]:
         "org.opencontainers.image.base.name": lock.base.reference,
         "org.opencontainers.image.base.digest": lock.base.manifest_digest,
         "dev.sparkimg.spec-digest": spec.digest,
-        "dev.sparkimg.lock.resolve-digest": lock.digest,
+        "dev.sparkimg.lock-digest": lock.digest,
         "dev.sparkimg.platform": lock.platform,
         "dev.sparkimg.cuda-architectures": ";".join(a.text for a in spec.cuda_architectures),
         KEY_LABEL: plan.image.key,

@@ -14,14 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg.errors import SparkimgError
+from sparkimg.errors import CacheMismatchError
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.verify import Expect, verify
 from sparkimg.signing.keys import PublicKey
-
-
-class CacheMismatchError(SparkimgError):
-    """The cache is not for this image, or fails its quick verification (exit 1)."""
 
 
 @dataclass(frozen=True)

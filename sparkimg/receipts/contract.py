@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from sparkimg._internal.fs.files import read_input
+from sparkimg.errors import RecipeError
 from sparkimg.formats.recipe import (
     COMMIT_PIN,
     EXPECT_KEYS,
@@ -27,7 +28,6 @@ from sparkimg.formats.recipe import (
     SPARKRING,
     Expectation,
     Recipe,
-    RecipeError,
     archs,
     keys,
     mapping,

@@ -13,15 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.fs.hashing import hash_many
-from sparkimg.errors import SparkimgError
+from sparkimg.errors import RunArgsError
 from sparkimg.formats.statement import load
 from sparkimg.prewarm.serving import CacheArgs, cache_args
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PublicKey
-
-
-class RunArgsError(SparkimgError):
-    """A patch file to mount is missing or differs from the receipt (exit 1)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from sparkimg.store.content import Store
 LABELS = {
     KEY_LABEL: "image.key",
     "dev.sparkimg.spec-digest": "spec.digest",
-    "dev.sparkimg.lock.resolve-digest": "lock.digest",
+    "dev.sparkimg.lock-digest": "lock.digest",
     "org.opencontainers.image.base.digest": "base.manifest_digest",
 }
 

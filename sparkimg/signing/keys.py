@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkimg._internal.fs.atomic import write_atomic
-from sparkimg.errors import UsageError
+from sparkimg.errors import KeyFileError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 # that do neither (and importing this module) do not pay for its bindings.
 
 
-
-class KeyFileError(UsageError):
-    """A key file is missing, unreadable, of the wrong type or too open."""
 
 
 def keyid_of(public: ec.EllipticCurvePublicKey) -> str:

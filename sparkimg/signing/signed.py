@@ -17,13 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkimg._internal.fs.atomic import write_atomic
-from sparkimg.errors import SparkimgError, UsageError
+from sparkimg.errors import DowngradeError, UsageError
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
-
-
-class DowngradeError(SparkimgError):
-    """Writing would drop a signature (exit 1)."""
 
 
 @dataclass(frozen=True)

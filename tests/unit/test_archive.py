@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.distribution.archive import LoadRefused, _unpack
-from sparkimg.errors import FetchError
+from sparkimg.distribution.archive import _unpack
+from sparkimg.errors import FetchError, LoadRefused
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 

@@ -157,7 +157,8 @@ def test_a_lock_never_names_a_patch_path_outside_its_place(field: str, value: st
 def test_recipe_round_trips() -> None:
     from pathlib import Path
 
-    from sparkimg.formats.recipe import Expectation, Recipe, RecipeError
+    from sparkimg.errors import RecipeError
+    from sparkimg.formats.recipe import Expectation, Recipe
 
     made = Recipe(Path("layers/demo.recipe.yaml"), "sparkimg-recipe/v1", "demo", (
         Expectation("platform", "linux/arm64", "demo.recipe.yaml expect"),

@@ -97,3 +97,33 @@ def test_no_stage_import_cycle() -> None:
         others = {stage_of(m) for m in imported - leaves} - {stage_of(module)}
         stages.setdefault(stage_of(module), set()).update(others)
     assert cycles(stages) == []
+
+
+# What the ground floor may stand on besides itself: the error hierarchy and the one JSON encoding
+# (a leaf: it imports nothing of sparkimg).
+GROUND = ("sparkimg._internal", "sparkimg.errors", "sparkimg.formats.canonical")
+
+
+def test_internal_is_the_ground_floor() -> None:
+    """``sparkimg._internal`` serves every stage and imports none: a helper that needs a stage's
+    logic belongs in that stage's room."""
+    graph = import_graph()
+    assert not graph["sparkimg.formats.canonical"]
+    above = {module: sorted(d for d in imported if not d.startswith(GROUND))
+             for module, imported in graph.items() if module.startswith("sparkimg._internal")}
+    assert {m: d for m, d in above.items() if d} == {}
+
+
+def test_no_stage_imports_another_stages_private_module() -> None:
+    """A module named with a leading underscore is its stage's own (``_internal`` is everyone's)."""
+    graph = import_graph()
+    crossing = sorted((module, d) for module, imported in graph.items() for d in imported
+                      if d.rpartition(".")[2].startswith("_") and not d.startswith("sparkimg._internal")
+                      and stage_of(d) != stage_of(module))
+    assert crossing == []
+
+
+def test_only_faces_sit_at_the_top() -> None:
+    """Directly in ``sparkimg/``: the facade, the errors, the events and the package face; every
+    stage is a package."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "api.py", "errors.py", "events.py"]

@@ -12,7 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from sparkimg.signing.keys import KeyFileError, generate, load_private, load_public
+from sparkimg.errors import KeyFileError
+from sparkimg.signing.keys import generate, load_private, load_public
 
 
 def test_keygen_writes_a_private_key_only_the_owner_reads(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from sparkimg.errors import EnvelopeError, SpecError, UsageError
+from sparkimg.errors import CacheMismatchError, EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
 from sparkimg.formats import kernels
 from sparkimg.image.bounds import Overrides, derive
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.catalogue import GENERATORS
-from sparkimg.prewarm.serving import CacheMismatchError, cache_args
+from sparkimg.prewarm.serving import cache_args
 from sparkimg.prewarm.targets import target_of_label, target_of_spec
 from sparkimg.prewarm.verify import Expect, verify
 from sparkimg.prewarm.warm import Events, split_jobs

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.formats.recipe import Recipe, RecipeError
+from sparkimg.errors import RecipeError
+from sparkimg.formats.recipe import Recipe
 from sparkimg.receipts import contract as recipe
 from sparkimg.receipts.verify import recipe_checks
 from sparkimg.signing.keys import PrivateKey, generate

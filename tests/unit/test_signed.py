@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkimg.errors import DowngradeError
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey, generate
-from sparkimg.signing.signed import DowngradeError, write_signed
+from sparkimg.signing.signed import write_signed
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from sparkimg._internal.fs.tars import DIGIT_RUN, HEADER_LIMIT, check_pax_records, open_archive
 from sparkimg.distribution import archive
-from sparkimg.errors import BuildError
+from sparkimg.errors import BuildError, LoadRefused
 from sparkimg.image import layer
 from sparkimg.source import sdist as _sdist
 
@@ -152,5 +152,5 @@ def test_each_reader_of_foreign_archives_refuses_with_its_own_error(tmp_path: Pa
     plain = tmp_path / "save.tar"
     plain.write_bytes(gzip.decompress(bomb.read_bytes()))
     (tmp_path / "work").mkdir()
-    with pytest.raises(archive.LoadRefused, match=r"cannot read the archive: .*bytes of metadata"):
+    with pytest.raises(LoadRefused, match=r"cannot read the archive: .*bytes of metadata"):
         archive._unpack(plain, tmp_path / "work")
