@@ -31,7 +31,8 @@ from typing import Any
 
 from sparkimg._internal.fs.atomic import fsync_dir
 from sparkimg._internal.fs.tars import open_archive
-from sparkimg.engine.docker import Engine, is_podman
+from sparkimg.engine.docker import Engine
+from sparkimg.engine.podman import is_podman
 from sparkimg.errors import EngineError, FetchError, LoadRefused, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci

@@ -1,1 +1,1 @@
-"""doctor."""
+"""``sparkimg doctor``: what this machine can do, checked (``checks``)."""

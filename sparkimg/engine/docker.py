@@ -12,20 +12,20 @@ does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3)
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.fs.files import identity
 from sparkimg.engine import socket_api as engine_api
+from sparkimg.engine.ownership import LEASE, OWNER_LABEL, alive, lease, owner
+from sparkimg.engine.podman import is_podman, pull_flags
 from sparkimg.errors import BuildError, EngineError
 from sparkimg.formats.canonical import loads
 
@@ -46,13 +46,6 @@ _DAEMON_DOWN = ("cannot connect to the docker daemon", "is the docker daemon run
 _ABSENT = ("no such image", "no such object", "image not known")
 
 _NOT_RUNNING_HINT = "start it (scripts/dev-up on a dev machine, or systemctl start docker)"
-
-# Every container sparkimg starts carries its owner (host/pid/process start time), so a later
-# run can tell one whose sparkimg died (kill -9) and remove it. Inside, SPARKIMG_LEASE names a
-# file the owner holds an flock on: when the lock comes free, the owner is gone and the
-# container's wrapper stops the work (build/compile.py, prewarm/worker.py).
-OWNER_LABEL = "dev.sparkimg.owner"
-LEASE = "/run/sparkimg-lease/lease"
 
 
 def _quiet(layer: str, phase: str, line: str) -> None:
@@ -247,9 +240,7 @@ class Engine:
         return info.labels
 
     def pull(self, reference: str) -> None:
-        # docker reaches a registry on loopback over plain HTTP by itself; podman must be told.
-        plain = ["--tls-verify=false"] if is_podman(self.client) and _loopback(reference) else []
-        _run([self.client, "pull", "-q", *plain, reference])
+        _run([self.client, "pull", "-q", *pull_flags(self.client, reference), reference])
 
     def tag(self, source: str, target: str) -> None:
         if self.api_socket is None:
@@ -343,7 +334,7 @@ class Engine:
         docker = self._whales()
         self.reap_orphans()
         name = f"sparkimg-{layer or 'run'}-{uuid.uuid4().hex[:10]}"
-        with _lease() as lease_folder:
+        with lease() as lease_folder:
             kwargs: dict[str, Any] = {
                 "detach": True,
                 "name": name,
@@ -446,72 +437,11 @@ class Engine:
         return BuildOutput(image_id, builder)
 
 
-@contextlib.contextmanager
-def _lease() -> Iterator[Path]:
-    """A folder holding the file this process keeps an flock on while its container runs
-    (``store.flock``); the kernel lets go of it when the process dies, however it dies, which
-    the container can see. The folder is removed when the container is done."""
-    from sparkimg._internal.fs.atomic import flock
-
-    with tempfile.TemporaryDirectory(prefix="sparkimg-lease-") as folder:
-        Path(folder).chmod(0o755)  # readable by the container's user, whoever that is
-        with flock(Path(folder) / "lease"):
-            yield Path(folder)
 
 
-def _start_time(pid: int) -> str | None:
-    """A process's start time in clock ticks since boot (``/proc/PID/stat`` field 22): with the
-    pid, it names one process, even after the pid is used again."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
 
 
-def _pid_namespace() -> str:
-    """This process's PID namespace (its inode): pids mean something only inside one."""
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "?"
 
-
-def owner() -> str:
-    """This process, as the owner label writes it: host/pid/start time/PID namespace."""
-    import socket
-
-    return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}/{_pid_namespace()}"
-
-
-def alive(label: str) -> bool:
-    """Whether the owner a label names still runs. Another host's containers are never judged dead."""
-    import socket
-
-    host, _, rest = label.partition("/")
-    pid, _, rest = rest.partition("/")
-    started, _, namespace = rest.partition("/")
-    if host != socket.gethostname() or not pid.isdigit() or namespace != _pid_namespace():
-        return True  # another machine, or another PID namespace: its processes are not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # there, but not ours to signal
-    found = _start_time(int(pid))
-    return found is None or found == started  # unreadable: assume alive (hidepid); another start: pid reused
-
-
-def is_podman(client: str) -> bool:
-    """Whether the client is podman, whose CLI differs from docker's in a few places (version, pull)."""
-    return Path(client).name == "podman"
-
-
-def _loopback(reference: str) -> bool:
-    host = reference.split("/", 1)[0] if "/" in reference else ""
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    return name == "localhost" or name.startswith("127.") or name in ("[::1]", "::1")
 
 
 def _image_info(text: str, what: str) -> ImageInfo:

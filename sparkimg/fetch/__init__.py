@@ -1,1 +1,1 @@
-"""fetch."""
+"""The fetch stage: every locked input into the store, and the base into the engine (``inputs``)."""

@@ -1,2 +1,2 @@
-"""The build stage: bounded compiles (``compile``), the architecture audit (``audit``), job
-budgets (``bounds``), image assembly (``assemble``) and the whole build (``image``)."""
+"""The image stage: bounded compiles (``compile``), the architecture audit (``audit``), job budgets
+(``bounds``), the layers and the image sparkimg writes (``layer``, ``assemble``) and the whole build (``image``)."""

@@ -148,7 +148,7 @@ def test_kill_9_leaves_nothing_running(project: Project, store: Store, engine: E
     import sys
     import time
 
-    from sparkimg.engine.docker import OWNER_LABEL
+    from sparkimg.engine.ownership import OWNER_LABEL
 
     path = _locked(project, store, spec_text(demo_base, "sleep 300; " + WHEEL))
     proc = subprocess.Popen([sys.executable, "-m", "sparkimg.cli", "--store", str(store.root), "build", str(path),
