@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from sparkimg.engine.docker import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
-    from sparkimg.formats.statement import Descriptor, Statement
+    from sparkimg.formats.statement import Descriptor, RunMetadata, Statement
     from sparkimg.image.bounds import Budget, Overrides
     from sparkimg.image.check import CheckReport
     from sparkimg.image.image import BuildResult
+    from sparkimg.image.stamp import Stamp as NoopAnswer
     from sparkimg.lock.resolve import Lock
     from sparkimg.nightly.history import History, Rolled
     from sparkimg.nightly.run import Night
@@ -49,6 +50,75 @@ if TYPE_CHECKING:
     from sparkimg.source.preflight import Verdict
     from sparkimg.spec import Spec
     from sparkimg.store.content import Store
+
+
+__all__ = [
+    "BuildOptions",
+    "Built",
+    "Checked",
+    "Cleaned",
+    "NightOptions",
+    "NodeRequest",
+    "NoopAnswer",
+    "Overrides",
+    "Planned",
+    "PrewarmRequest",
+    "PrewarmSetup",
+    "ReceiptReport",
+    "ReceiptRequest",
+    "RunMetadata",
+    "Shown",
+    "build",
+    "check",
+    "clean",
+    "dockerfile",
+    "doctor",
+    "engine",
+    "fetch",
+    "history",
+    "keygen",
+    "load",
+    "load_archive",
+    "lock",
+    "nightly",
+    "noop_build",
+    "patches_check",
+    "patches_pin",
+    "plan",
+    "prewarm",
+    "prewarm_list",
+    "prewarm_verify",
+    "promote",
+    "pull",
+    "push",
+    "rollback",
+    "run_args",
+    "save",
+    "show_receipt",
+    "signing_key",
+    "verify_node",
+    "verify_receipt",
+]
+
+# The option and report types a caller of this API builds or reads (the CLI among them), named
+# here so that no caller reaches into a stage for them; imported on first use, so that importing
+# the API stays cheap for ``--version`` and the no-op build.
+_LAZY = {
+    "Overrides": ("sparkimg.image.bounds", "Overrides"),
+    "RunMetadata": ("sparkimg.formats.statement", "RunMetadata"),
+    "NightOptions": ("sparkimg.nightly.run", "Options"),
+    "ReceiptReport": ("sparkimg.receipts.verify", "Report"),
+    "NoopAnswer": ("sparkimg.image.stamp", "Stamp"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _store(root: Path | None) -> Store:
@@ -254,6 +324,25 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     built = Built(result, emitted, warmed.result if warmed else None, checked)
     _stamp(spec, lock, the_store, the_engine, options, built, said.events, started_ns)
     return built
+
+
+
+def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None = None,
+               receipt: Path | None = None, record_host: bool = False) -> NoopAnswer | None:
+    """The answer of a ``build`` that would build nothing, from its stamp (``image.stamp``), without
+    loading the spec or the pipeline; None when the build must run. Any failure to read or check
+    the stamp is None too: the stamp only ever saves time, so a damaged or unreadable one (or one
+    an older sparkimg wrote) sends the build the whole way, which writes a new one."""
+    from sparkimg._internal.locations import default_store
+    from sparkimg.image import stamp
+
+    root = (store or default_store()).expanduser()
+    try:
+        found = stamp.read(stamp.location(root, spec_path))
+        ctx = stamp.context(root, key=key, receipt=receipt, record_host=record_host)
+        return found if found is not None and found.holds(ctx) else None
+    except Exception:  # deliberately broad: see the docstring; tests/unit/test_stamp.py
+        return None
 
 
 def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildOptions, built: Built,

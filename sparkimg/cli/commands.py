@@ -9,18 +9,13 @@ import argparse
 import json
 import shlex
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkimg import api
 from sparkimg._internal.units import format_size
 from sparkimg.cli import render
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter
-from sparkimg.formats.statement import RunMetadata
-from sparkimg.image.bounds import Overrides
-
-if TYPE_CHECKING:
-    from sparkimg.receipts.verify import Report as ReceiptReport
 
 
 def _reporter(args: argparse.Namespace) -> Reporter:
@@ -78,8 +73,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _overrides(args: argparse.Namespace) -> Overrides:
-    return Overrides(args.memory, args.cpus, getattr(args, "cpuset", None), args.pids, args.reserve,
+def _overrides(args: argparse.Namespace) -> api.Overrides:
+    return api.Overrides(args.memory, args.cpus, getattr(args, "cpuset", None), args.pids, args.reserve,
                      args.cgroup_parent)
 
 
@@ -164,7 +159,7 @@ def cmd_verify_node(args: argparse.Namespace) -> int:
     return _show_verified(args, "verify-node", api.verify_node(request, store=args.store))
 
 
-def _show_verified(args: argparse.Namespace, command: str, report: ReceiptReport) -> int:
+def _show_verified(args: argparse.Namespace, command: str, report: api.ReceiptReport) -> int:
     if _emit(args, report.to_json()):
         return report.exit_code
     rows: list[list[render.Cell]] = [[c.stage, c.field, _short(c.expected), _short(c.found),
@@ -187,7 +182,7 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
                     "statement": shown.statement.to_json()}):
         return 0
     statement = shown.statement
-    metadata = statement.metadata or RunMetadata()
+    metadata = statement.metadata or api.RunMetadata()
     render.line((statement.image.name, "bold"), f"  {statement.image.sha256}")
     render.line(f"signature: {shown.signature}; keyids: {', '.join(s.keyid[:16] for s in signatures) or 'none'}")
     render.line(f"built {metadata.started_on or '?'} -> {metadata.finished_on or '?'} by "
@@ -324,10 +319,8 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from sparkimg.nightly.run import Options
-
-    overrides = Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
-    options = Options(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep)
+    overrides = api.Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
+    options = api.NightOptions(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep)
     night = api.nightly(args.spec, options, store=args.store, report=_reporter(args))
     entry = night.entry
     if _emit(args, night.to_json()):

@@ -19,10 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "build":
         from sparkimg.cli.quick import noop_build
 
-        try:
-            answered = noop_build(args)
-        except Exception:
-            answered = None
+        answered = noop_build(args)  # a stamp that cannot be read or checked answers None (api.noop_build)
         if answered is not None:
             return answered
     from sparkimg.cli import commands, render

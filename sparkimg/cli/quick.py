@@ -1,4 +1,4 @@
-"""The no-op answer: ``sparkimg build`` when its stamp holds (``build.stamp``), given before the
+"""The no-op answer: ``sparkimg build`` when its stamp holds (``api.noop_build``), given before the
 pipeline is imported, so an unchanged build costs tens of milliseconds. When the stamp does not
 hold, the build goes the whole way (``commands.cmd_build``)."""
 
@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import argparse
 
-from sparkimg._internal.locations import default_store
+from sparkimg import api
 from sparkimg.cli import render
 from sparkimg.events import Event
-from sparkimg.image import stamp
 
 
 def noop_build(args: argparse.Namespace) -> int | None:
     """Exit 0 with what the stamped no-op printed, or None when the build must run."""
     if args.prewarm is not None:
         return None
-    root = (args.store or default_store()).expanduser()
-    found = stamp.read(stamp.location(root, args.spec))
-    ctx = stamp.context(root, key=args.key, receipt=args.receipt, record_host=args.record_host)
-    if found is None or not found.holds(ctx):
+    found = api.noop_build(args.spec, store=args.store, key=args.key, receipt=args.receipt,
+                           record_host=args.record_host)
+    if found is None:
         return None
     report = render.reporter(json_logs=args.json_logs, quiet=args.quiet)
     for event in found.events:

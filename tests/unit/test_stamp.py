@@ -114,3 +114,25 @@ def test_the_stamp_covers_sparkimg_itself() -> None:
     own = stamp.own_code()
     assert any(p.name == "stamp.py" for p in own) and all(p.suffix == ".py" and p.exists() for p in own)
     assert os.path.commonpath(own) == str(Path(stamp.__file__).resolve().parents[1])
+
+
+def test_a_stamp_that_cannot_be_checked_sends_the_build_the_whole_way(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api.noop_build`` is the only place the fast path's failures are swallowed: whatever goes
+    wrong reading or checking a stamp (here a damaged file, then a reader that raises), the answer
+    is "build", never an error and never a wrong "up to date"."""
+    from sparkimg import api
+    from sparkimg.image import stamp as stamp_mod
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("schema: sparkimg/v1\n")
+    where = stamp_mod.location(tmp_path / "store", spec)
+    where.parent.mkdir(parents=True)
+    where.write_bytes(b"\xff{not json")
+    assert api.noop_build(spec, store=tmp_path / "store") is None
+
+    def broken(path: Path) -> None:
+        raise RuntimeError("a stamp an older sparkimg wrote")
+
+    monkeypatch.setattr(stamp_mod, "read", broken)
+    assert api.noop_build(spec, store=tmp_path / "store") is None
