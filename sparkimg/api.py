@@ -341,7 +341,7 @@ def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None =
         found = stamp.read(stamp.location(root, spec_path))
         ctx = stamp.context(root, key=key, receipt=receipt, record_host=record_host)
         return found if found is not None and found.holds(ctx) else None
-    except Exception:  # deliberately broad: see the docstring; tests/unit/test_stamp.py
+    except Exception:  # deliberately broad: see the docstring; tests/unit/image/test_stamp.py
         return None
 
 

@@ -51,7 +51,7 @@ WRITER = textwrap.dedent("""
 
 
 def _writer(root: Path, mode: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     return subprocess.Popen([sys.executable, "-c", WRITER, str(root), mode], stdout=subprocess.PIPE, text=True,
                             env=env)
 

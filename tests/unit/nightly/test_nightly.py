@@ -22,7 +22,7 @@ from sparkimg.nightly.state import State
 from sparkimg.spec import load_spec
 from tests.formats import GOOD, loaded, lock_file, lock_json
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _entry(entry_id: str, status: str = "built", **kwargs: object) -> Entry:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / "scripts" / "ci").glob("*.yml"))
+WORKFLOWS = sorted((Path(__file__).resolve().parents[3] / "scripts" / "ci").glob("*.yml"))
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 

@@ -11,7 +11,7 @@ import pytest
 from sparkimg.errors import SpecError
 from sparkimg.spec import load_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GB10 = REPO / "layers" / "dsv41-flash-gb10.yaml"
 
 

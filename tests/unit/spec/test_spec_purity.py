@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SPEC = Path(__file__).resolve().parents[2] / "sparkimg" / "spec"
+SPEC = Path(__file__).resolve().parents[3] / "sparkimg" / "spec"
 FORBIDDEN_MODULES = {"os", "io", "shutil", "glob", "tempfile", "subprocess", "yaml"}
 FORBIDDEN_SPARKIMG = {"sparkimg.spec.disk", "sparkimg.spec.load", "sparkimg.patches.sums", "sparkimg.spec.yamlpos"}
 # pathlib for types and pure path arithmetic only.

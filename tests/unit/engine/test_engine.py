@@ -17,7 +17,7 @@ from sparkimg.engine.docker import Engine, ImageInfo
 from sparkimg.errors import EngineError
 from tests.support import FakeEngineApi
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
 IMAGE = {
     "Id": "sha256:" + "a" * 64,

@@ -10,7 +10,7 @@ import pytest
 from sparkimg.errors import UsageError
 from sparkimg.patches import sums as patches
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from sparkimg.receipts import contract as recipe
 from sparkimg.receipts.verify import recipe_checks
 from sparkimg.signing.keys import PrivateKey, generate
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sparkring"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sparkring"
 COMMIT = "e47aa780" + "0" * 32
 
 
