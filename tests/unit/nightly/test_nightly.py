@@ -120,7 +120,7 @@ def test_kill_9_while_writing_leaves_no_entry_and_frees_the_lock(tmp_path: Path)
             os.kill(os.getpid(), signal.SIGKILL)  # between the last fsync and the rename
         st.os.rename = killed
         with state.locked():
-            from tests.unit.test_nightly import _entry
+            from tests.unit.nightly.test_nightly import _entry
             state.write(_entry("20261203T020000Z"), {{"lock.json": b"x" * 100000}})
     """)
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
