@@ -21,10 +21,15 @@ from sparkimg.formats.canonical import sha256_prefixed
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
-OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
-DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar"
+DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+# Per manifest family: its config type and the type of an uncompressed layer (what the build
+# writes; docs/media-types.md says which engine takes which).
 FAMILIES = {OCI_MANIFEST: (OCI_CONFIG, OCI_LAYER), DOCKER_MANIFEST: (DOCKER_CONFIG, DOCKER_LAYER)}
 # Config fields that describe the container a legacy builder committed, not the image: dropped.
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")

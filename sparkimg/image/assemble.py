@@ -5,7 +5,7 @@ per spec layer (a compile layer's wheels, or one PyPI wheel), in spec order, the
 per baked patch set: least- to most-often changing, so a patch change rewrites one small
 layer. The config is the base's with the spec's env and labels, and ``created`` and history
 at the lock's SOURCE_DATE_EPOCH. Each new layer is cached by its inputs, so an unchanged
-layer is neither rebuilt nor recompressed. ``load`` puts the result into the engine.
+layer is never written again. ``load`` puts the result into the engine.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
                 folder = work_root / str(number)
                 folder.mkdir()
                 found = layer_mod.write_layer(work.entries(folder / "root"), epoch=epoch, media_type=media_type,
-                                              created_by=work.created_by, store=store, work=folder)
+                                              created_by=work.created_by, store=store)
                 store.write_record(LAYERS, key, found.to_json())
                 report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
                              f"({found.descriptor.size} bytes)", work.name,
@@ -192,7 +192,9 @@ def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platfo
         folder.mkdir(parents=True)
         paths = []
         for filename, sha256 in wheels:
-            store.export(sha256, folder / filename)
+            # A link named for the wheel (installer reads the name) to the read-only blob: no copy of
+            # a gigabyte wheel; installing only reads it.
+            (folder / filename).symlink_to(store.blob(sha256))
             paths.append(folder / filename)
         root.mkdir()
         staged = stage_wheels(paths, scheme, root)

@@ -1,4 +1,4 @@
-"""Deterministic layer tars and their gzip blobs: the bytes are a function of the content.
+"""Deterministic layer tars, written straight into the store: the bytes are a function of the content.
 
 What is normalised, and why (docs/reproducibility.md has the table):
 - entries sorted by path; a directory before what it holds;
@@ -7,43 +7,35 @@ What is normalised, and why (docs/reproducibility.md has the table):
 - one format, POSIX.1-2001 (pax) as Python's ``tarfile`` writes it, with no atime/ctime
   records (pax headers appear only for long or non-ASCII names);
 - a file with several hard links is written as that many regular files (a hard link's
-  target depends on walk order, which we do not want the bytes to);
-- gzip with a fixed level and every header field fixed (mtime 0, no name, XFL 0, OS 255):
-  ``tarfile``'s "w:gz" stamps the wall clock and ``gzip.compress`` the OS byte.
+  target depends on walk order, which we do not want the bytes to).
 
-The compressor is named with zlib's runtime version (``COMPRESSOR``), recorded in the receipt
-and in the cache of compressed blobs by diff_id, since another zlib may compress differently.
+A new layer is stored uncompressed (``COMPRESSOR``): its blob digest is its diff_id, it is
+written and hashed in one pass with no second read, and the local engine takes it as it is
+(docs/media-types.md says which engine accepts what). Compression is for blobs that leave the
+machine and happens there, not on the build path.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
 import stat
-import struct
 import sys
 import tarfile
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import Protocol
 
 from sparkimg._internal.fs.hashing import sha256_of
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.errors import BuildError
 from sparkimg.formats.oci import Descriptor, Layer
-from sparkimg.store.content import CHUNK, Store
+from sparkimg.store.content import CHUNK, BlobWriter, Store
 
-GZIP_LEVEL = 6
-COMPRESSOR = f"gzip-{GZIP_LEVEL}/zlib-{zlib.ZLIB_RUNTIME_VERSION}"
+COMPRESSOR = "none"  # what compresses a new layer in the store: nothing (see the module's docstring)
 # tarfile's output is stable, but it is CPython's: its minor version is part of the name.
 TAR_FORMAT = f"pax/python-tarfile-{sys.version_info[0]}.{sys.version_info[1]}"
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # magic, deflate, no flags, mtime 0, XFL 0, OS 255
-COMPRESSED = "gzip"
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")  # store records: compressed blob by diff_id and compressor
 
 
 @dataclass(frozen=True)
@@ -122,40 +114,32 @@ def _members(entries: Iterable[Entry], epoch: int) -> Iterator[tuple[tarfile.Tar
         yield info, entry
 
 
-class _Hashing:
-    """A write-only file that hashes what passes through it into ``sink``."""
+class _Sink(Protocol):
+    def write(self, data: bytes, /) -> int: ...
 
-    def __init__(self, sink: IO[bytes]) -> None:
-        self.sink, self.hash, self.size = sink, hashlib.sha256(), 0
+    def tell(self) -> int: ...
 
-    def write(self, data: bytes) -> int:
-        self.hash.update(data)
-        self.size += len(data)
-        self.sink.write(data)
-        return len(data)
 
-    def tell(self) -> int:
-        return self.size
-
-    @property
-    def digest(self) -> str:
-        return "sha256:" + self.hash.hexdigest()
+def tar_into(entries: Iterable[Entry], epoch: int, sink: _Sink) -> None:
+    """Write the layer tar of ``entries`` to ``sink``, each file's content copied in 1 MiB pieces."""
+    with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
+                      copybufsize=CHUNK) as archive:
+        for info, entry in _members(entries, epoch):
+            if info.type != tarfile.REGTYPE:
+                archive.addfile(info)
+            elif entry.source is not None:
+                with entry.source.open("rb") as content:
+                    archive.addfile(info, content)
+            else:
+                archive.addfile(info, _BytesReader(entry.data or b""))
 
 
 def write_tar(entries: Iterable[Entry], epoch: int, target: Path) -> str:
     """Write the layer tar to ``target``; return its diff_id."""
     with target.open("wb") as handle:
-        sink = _Hashing(handle)
-        with tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-            for info, entry in _members(entries, epoch):
-                if info.type != tarfile.REGTYPE:
-                    archive.addfile(info)
-                elif entry.source is not None:
-                    with entry.source.open("rb") as content:
-                        archive.addfile(info, content)
-                else:
-                    archive.addfile(info, _BytesReader(entry.data or b""))
-        return sink.digest
+        sink = BlobWriter(handle)
+        tar_into(entries, epoch, sink)
+    return sink.digest
 
 
 class _BytesReader:
@@ -168,51 +152,12 @@ class _BytesReader:
         return chunk
 
 
-def gzip_file(source: Path, target: Path) -> tuple[str, int]:
-    """Compress ``source`` into ``target`` with every gzip header byte fixed; (digest, size)."""
-    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY)
-    crc, length = 0, 0
-    with source.open("rb") as reader, target.open("wb") as handle:
-        sink = _Hashing(handle)
-        sink.write(_GZIP_HEADER)
-        for chunk in iter(lambda: reader.read(CHUNK), b""):
-            crc, length = zlib.crc32(chunk, crc), length + len(chunk)
-            sink.write(compressor.compress(chunk))
-        sink.write(compressor.flush())
-        sink.write(struct.pack("<II", crc & 0xFFFFFFFF, length & 0xFFFFFFFF))
-    return sink.digest, sink.size
-
-
-def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, created_by: str, store: Store,
-                work: Path) -> Layer:
-    """The layer's tar, its gzip blob admitted to the store (reused when this diff_id was
-    compressed before by this compressor), and its descriptor."""
-    work.mkdir(parents=True, exist_ok=True)
-    tar = work / "layer.tar"
-    diff_id = write_tar(entries, epoch, tar)
-    record_name = f"{diff_id.split(':', 1)[1]}-{hashlib.sha256(COMPRESSOR.encode()).hexdigest()[:16]}"
-    known = _compressed(store.read_record(COMPRESSED, record_name), diff_id)
-    if known is not None and store.has(known[0].split(":", 1)[1]):
-        tar.unlink()
-        return Layer(Descriptor(media_type, known[0], known[1]), diff_id, created_by)
-    compressed = work / "layer.tar.gz"
-    digest, size = gzip_file(tar, compressed)
-    tar.unlink()
-    store.put_file(compressed, expected=digest.split(":", 1)[1], what=f"layer {created_by}")
-    compressed.unlink()
-    store.write_record(COMPRESSED, record_name, {"diff_id": diff_id, "digest": digest, "size": size,
-                                                 "compressor": COMPRESSOR})
-    return Layer(Descriptor(media_type, digest, size), diff_id, created_by)
-
-
-def _compressed(record: dict[str, object] | None, diff_id: str) -> tuple[str, int] | None:
-    """(digest, size) from a compressed-blob record; a damaged one counts as absent (compressed again)."""
-    if record is None or record.get("diff_id") != diff_id or record.get("compressor") != COMPRESSOR:
-        return None
-    digest, size = record.get("digest"), record.get("size")
-    if not isinstance(digest, str) or not _DIGEST.match(digest) or not isinstance(size, int) or size < 0:
-        return None
-    return digest, size
+def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, created_by: str, store: Store) -> Layer:
+    """The layer's tar written into the store as its blob (digest = diff_id), and its descriptor."""
+    with store.writer(what=f"layer {created_by}") as sink:
+        tar_into(entries, epoch, sink)
+    digest = f"sha256:{sink.sha256}"
+    return Layer(Descriptor(media_type, digest, sink.size), digest, created_by)
 
 
 def read_members(blob: Path) -> dict[str, tuple[tarfile.TarInfo, str | None]]:

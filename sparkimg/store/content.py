@@ -61,6 +61,26 @@ def _remove_if_abandoned(thing: Path, lease: Path) -> bool:
 
 
 
+class BlobWriter:
+    """The write side of ``Store.writer``: what passes through is hashed and counted."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        self.sink, self.hash, self.size, self.sha256 = sink, hashlib.sha256(), 0, ""
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self.hash.update(data)
+        self.sink.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self.hash.hexdigest()
+
+
 class Store:
     """Blobs under ``blobs/sha256/``, JSON records beside them, temp files under ``tmp/``."""
 
@@ -86,14 +106,22 @@ class Store:
 
     def put_stream(self, chunks: Iterable[bytes], *, expected: str | None = None, what: str = "input") -> str:
         """Admit content; if ``expected`` is given and differs, admit nothing and raise."""
-        with self._temp() as (handle, tmp):
-            digest = hashlib.sha256()
+        with self.writer(expected=expected, what=what) as sink:
             for chunk in chunks:
-                digest.update(chunk)
-                handle.write(chunk)
+                sink.write(chunk)
+        return sink.sha256
+
+    @contextlib.contextmanager
+    def writer(self, *, expected: str | None = None, what: str = "input") -> Iterator[BlobWriter]:
+        """A file to write one blob into, hashed as it is written: when the block ends the blob is
+        fsynced and renamed to its digest (``sink.sha256``), with no second read; an exception in
+        the block, or a digest other than ``expected``, admits nothing."""
+        with self._temp() as (handle, tmp):
+            sink = BlobWriter(handle)
+            yield sink
             handle.flush()
             os.fsync(handle.fileno())
-            found = digest.hexdigest()
+            found = sink.sha256 = sink.hash.hexdigest()
             if expected is not None and found != expected:
                 raise HashMismatchError(
                     f"{what}: sha256 mismatch: expected {expected}, got {found}; nothing was admitted",
@@ -105,7 +133,6 @@ class Store:
                 os.chmod(tmp, 0o444)
                 os.replace(tmp, target)
                 fsync_dir(target.parent)
-            return found
 
     def put_file(self, path: Path, *, expected: str | None = None, what: str | None = None) -> str:
         with open(path, "rb") as handle:
