@@ -425,12 +425,16 @@ def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path,
 
 
 def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Path | None = None,
-         store: Path | None = None, report: Reporter = silent) -> Pushed:
+         store: Path | None = None, compression: str = "none", level: int | None = None,
+         threads: int | None = None, report: Reporter = silent) -> Pushed:
     """Upload the spec's built image, from the store's OCI data, to ``target`` (REGISTRY/REPO),
     tagged with an immutable dated tag (``YYYYMMDD-KEY12``, the date of the lock's source epoch)
-    and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it."""
+    and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it. With
+    ``compression`` (gzip or zstd, at ``level``) the new layers leave compressed on ``threads``
+    threads (default: every core); the bytes do not depend on the thread count."""
     from datetime import UTC, datetime
 
+    from sparkimg.distribution.compression import chosen, default_threads
     from sparkimg.distribution.push import push as push_image
     from sparkimg.distribution.push import target_of
     from sparkimg.fetch.inputs import base_image
@@ -440,6 +444,9 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     from sparkimg.receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
+    compressor = chosen(compression, level)
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads {threads}: give 1 or more", hint="leave it out to use every core")
     spec = load(spec_path, report)
     the_store = _store(store)
     lock = lock_mod.load_checked(spec, the_store)
@@ -456,7 +463,8 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     data = written.read_bytes() if written.is_file() else None
     if data is None:
         report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
-    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, report=report)
+    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, compression=compressor,
+                      threads=threads or default_threads(), report=report)
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,

@@ -281,7 +281,7 @@ def _prewarm_verify(args: argparse.Namespace) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     pushed = api.push(args.spec, args.to, args.tag, receipt=args.receipt, store=args.store,
-                      report=_reporter(args))
+                      compression=args.compression, level=args.level, threads=args.threads, report=_reporter(args))
     if not _emit(args, pushed.to_json()):
         moved = sum(b.how == "uploaded" for b in pushed.blobs)
         render.line(f"pushed {pushed.repository}@{pushed.manifest_digest} (tags: {', '.join(pushed.tags)}); "

@@ -115,6 +115,12 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="a moving tag besides the immutable dated one (repeatable), e.g. latest")
     p.add_argument("--receipt", type=Path, help="the receipt to attach (default: the one `build` wrote)")
+    p.add_argument("--compression", choices=("none", "gzip", "zstd"), default="none",
+                   help="compress the new layers on the way out (default none: the layers leave as the plain "
+                   "tars the build stored; zstd needs Docker CE 23+, containerd or podman on the nodes)")
+    p.add_argument("--level", type=int, metavar="N", help="compression level (default: gzip 6, zstd 3)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="compression threads per layer (default: every core); the bytes do not depend on it")
     p = command("pull", "verify the receipt attached to an image in a registry (key, recipe, subject), then "
                 "pull it by digest and tag it; a receipt that does not verify pulls nothing", spec=False)
     p.add_argument("reference", metavar="REF", help="REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...")

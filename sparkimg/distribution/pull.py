@@ -54,19 +54,21 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
-    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest_digest, key, recipe, report)
+    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, key, recipe, report)
     config_digest = str(facts.get("image.id"))
-    document = oci.BaseImage(manifest, b"{}").manifest_json
-    if (document.get("config") or {}).get("digest") != config_digest:
+    config = _config(client, repository, manifest, config_digest)
+    if config is None:
         raise PullRefused(f"{reference}: the manifest's config is not the receipt's image {config_digest}")
-    config = client.blob_bytes(repository, config_digest)
     diff_ids = oci.BaseImage(manifest, config).diff_ids
     pinned = f"{repository}@{manifest_digest}"
     report(Event(Phase.PULL, f"pull {pinned}"))
     try:
         engine.pull(pinned)
     except EngineError as exc:
-        raise PullRefused(f"{pinned}: the engine could not pull it: {exc.message}") from None
+        zstd = oci.OCI_LAYER_ZSTD.encode() in manifest
+        raise PullRefused(f"{pinned}: the engine could not pull it: {exc.message}",
+                          hint="its layers are zstd, which Docker reads from 23.0 on; push with "
+                          "`--compression gzip` for older engines" if zstd else None) from None
     info = engine.inspect(pinned)
     if info is None or info.id not in (config_digest, manifest_digest):
         raise PullRefused(f"{pinned}: the engine holds {info.id if info else 'nothing'} under it, not "
@@ -86,12 +88,37 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
                   ("signature", "statement", *(["recipe"] if recipe else []), "subject", "engine"))
 
 
-def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: str, key: PublicKey,
+def _config(client: RegistryClient, repository: str, manifest: bytes, config_digest: str) -> bytes | None:
+    """The config ``manifest`` names, when that is ``config_digest`` (the receipt's image)."""
+    document = oci.BaseImage(manifest, b"{}").manifest_json
+    if (document.get("config") or {}).get("digest") != config_digest or not oci.is_digest(config_digest):
+        return None
+    return client.blob_bytes(repository, config_digest)
+
+
+def _names(facts: dict[str, Any], manifest: bytes, client: RegistryClient, repository: str) -> bool:
+    """The receipt speaks of the served manifest: it is the signed one, or the signed one with its
+    new layers compressed by ``sparkimg push --compression`` (``oci.built_manifest`` gives the
+    signed bytes back; the engine then checks each layer it decompresses against the signed
+    config's diff_ids)."""
+    signed = facts.get("image.manifest_digest")
+    if signed == sha256_prefixed(manifest):
+        return True
+    try:
+        config = _config(client, repository, manifest, str(facts.get("image.id")))
+        built = oci.built_manifest(manifest, oci.BaseImage(manifest, config).diff_ids) if config else None
+    except (ResolveError, FetchError):
+        return False
+    return built is not None and sha256_prefixed(built) == signed
+
+
+def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest: bytes, key: PublicKey,
                       recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
     """The newest attached receipt that verifies and names this manifest: its artifact digest
     and its facts. None verifying is a refusal listing why each failed."""
     from sparkimg.receipts.verify import Request, receipt_facts, verify
 
+    manifest_digest = sha256_prefixed(manifest)
     candidates = _receipts(client, ref, manifest_digest)
     if not candidates:
         raise PullRefused(f"{ref.registry}/{ref.repository}@{manifest_digest}: no receipt is attached",
@@ -115,7 +142,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest_digest: st
                 why.append(f"{artifact[:19]}: {'; '.join(checked.reasons())}")
                 continue
             facts = receipt_facts(path)
-            if facts.get("image.manifest_digest") != manifest_digest:
+            if not _names(facts, manifest, client, f"{ref.registry}/{ref.repository}"):
                 why.append(f"{artifact[:19]}: names manifest {facts.get('image.manifest_digest')}, "
                            f"not {manifest_digest}")
                 continue

@@ -8,17 +8,25 @@ registry, else streamed from the base's registry; new layers and the config come
 store. Uploads go in chunks (PATCH with Content-Range, then PUT with the digest), so a
 multi-GB layer never sits in memory. Then the manifest, by digest, and its tags. A patch-only
 change sends one small layer, the config and the manifest.
+
+With ``--compression gzip|zstd`` the new layers (stored as plain tars) are compressed first, in
+parallel, deterministically and once per (diff_id, compressor) (``compression.py``); the
+registry then serves the built manifest with those layers' descriptors swapped, each annotated
+with its tar's size so that a node gets the signed manifest's digest back from it (``pull``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
 from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg.distribution.compression import Compressor, compressed
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci
@@ -48,6 +56,8 @@ class Pushed:
     tags: tuple[str, ...]
     blobs: tuple[BlobPush, ...]
     receipt: str | None = None  # the digest of the attached receipt artifact
+    built_manifest: str = ""  # the manifest the build wrote and the receipt names (the same when uncompressed)
+    compression: str = "none"  # the compressor identity of the new layers as pushed
 
     @property
     def sent(self) -> int:
@@ -56,7 +66,8 @@ class Pushed:
     def to_json(self) -> dict[str, Any]:
         return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
                 "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
-                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt}
+                "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt,
+                "built_manifest": self.built_manifest or self.manifest_digest, "compression": self.compression}
 
 
 def target_of(text: str) -> ImageRef:
@@ -70,34 +81,57 @@ def target_of(text: str) -> ImageRef:
 
 def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
          tags: Sequence[str], *, receipt: bytes | None = None, client: RegistryClient | None = None,
-         report: Reporter = silent) -> Pushed:
-    """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``."""
+         compression: Compressor | None = None, threads: int = 1, report: Reporter = silent) -> Pushed:
+    """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``; with
+    ``compression``, the new layers compressed (``threads`` per layer) and the manifest to match."""
     to = target_of(target)
     client = client or RegistryClient()
     base_ref = ImageRef.parse(lock.base.repository)
     manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
     config = store.blob(hex_of(record.config_digest)).read_bytes()
+    new = [layer.descriptor for layer in record.layers]
+    if compression is not None:
+        new = _compressed(record, store, compression, threads, report)
+        first = len(base.layers)
+        manifest = oci.compressed_manifest(manifest, {first + i: (d, compression.identity) for i, d in enumerate(new)})
+    manifest_digest = sha256_prefixed(manifest)
     done: list[BlobPush] = []
     for descriptor in base.layers:
         done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
                           mount_from=base_ref.repository if base_ref.registry == to.registry else None,
                           chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest, d.size)))
-    for layer in record.layers:
-        digest = layer.descriptor.digest
-        done.append(_blob(client, to, digest, layer.descriptor.size, report,
-                          chunks=lambda d=digest: _file_chunks(store, d)))
+    for descriptor in new:
+        done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
+                          chunks=lambda d=descriptor.digest: _file_chunks(store, d)))
     done.append(_blob(client, to, record.config_digest, len(config), report, chunks=lambda: iter([config])))
     media_type = record.media_type
-    for reference in (record.manifest_digest, *tags):
-        put_manifest(client, to, reference, manifest, media_type, record.manifest_digest)
-    attached = attach(client, to, oci.Descriptor(media_type, record.manifest_digest, len(manifest)), receipt,
+    for reference in (manifest_digest, *tags):
+        put_manifest(client, to, reference, manifest, media_type, manifest_digest)
+    attached = attach(client, to, oci.Descriptor(media_type, manifest_digest, len(manifest)), receipt,
                       store, report) if receipt is not None else None
-    report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{record.manifest_digest} "
+    report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{manifest_digest} "
                  f"({', '.join(tags) or 'no tags'}): {sum(b.sent for b in done)} bytes sent, "
                  f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
                  figures={"sent": sum(b.sent for b in done)}))
-    return Pushed(f"{to.registry}/{to.repository}", record.manifest_digest, record.config_digest, tuple(tags),
-                  tuple(done), attached)
+    return Pushed(f"{to.registry}/{to.repository}", manifest_digest, record.config_digest, tuple(tags),
+                  tuple(done), attached, record.manifest_digest,
+                  compression.identity if compression is not None else "none")
+
+
+def _compressed(record: oci.ImageRecord, store: Store, compressor: Compressor, threads: int,
+                report: Reporter) -> list[oci.Descriptor]:
+    """The new layers' compressed descriptors, in order; layers compressed side by side (their
+    events pass one at a time)."""
+    lock = threading.Lock()
+
+    def said(event: Event) -> None:
+        with lock:
+            report(event)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(record.layers), threads)),
+                            thread_name_prefix="sparkimg-layer") as pool:
+        return list(pool.map(lambda layer: compressed(store, layer, compressor, record.media_type, threads, said),
+                             record.layers))
 
 
 def put_manifest(client: RegistryClient, to: ImageRef, reference: str, manifest: bytes, media_type: str,

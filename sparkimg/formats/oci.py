@@ -204,6 +204,56 @@ def layer_media_type(base: BaseImage) -> str:
     return FAMILIES[base.media_type][1]
 
 
+def is_digest(text: str) -> bool:
+    return bool(_DIGEST.match(text))
+
+
+# -- a manifest whose new layers were compressed for the trip (sparkimg push --compression) --
+
+UNCOMPRESSED_SIZE = "dev.sparkimg.uncompressed.size"  # on a compressed descriptor: the tar's size
+COMPRESSOR = "dev.sparkimg.compressor"  # on a compressed descriptor: what compressed it, and how
+
+
+def compressed_manifest(manifest: bytes, blobs: Mapping[int, tuple[Descriptor, str]]) -> bytes:
+    """The built ``manifest`` with layer ``i`` replaced by its compressed blob ``blobs[i]``
+    (descriptor, compressor identity). Each replaced descriptor keeps the tar's size as an
+    annotation, so that ``built_manifest`` can give back the exact bytes that were signed."""
+    document = _object(manifest, "image manifest")
+    layers = list(document.get("layers") or [])
+    for index, (descriptor, identity) in blobs.items():
+        layers[index] = {**descriptor.to_json(), "annotations": {
+            UNCOMPRESSED_SIZE: str(Descriptor.from_json(layers[index], f"layers[{index}]").size),
+            COMPRESSOR: identity}}
+    return encode({**document, "layers": layers})
+
+
+def built_manifest(manifest: bytes, diff_ids: Sequence[str]) -> bytes | None:
+    """The manifest the build wrote, from one ``compressed_manifest`` made of it: each annotated
+    layer back to its tar (the family's uncompressed type, its diff_id, the annotated size).
+    None when ``manifest`` is no such thing. A node that gets the signed manifest digest back
+    from this knows the served manifest differs from the signed one only in how its layers are
+    compressed; the engine checks each decompressed layer against the config's diff_ids."""
+    try:
+        document = _object(manifest, "image manifest")
+    except FetchError:
+        return None
+    layers, family = document.get("layers"), document.get("mediaType") or OCI_MANIFEST
+    if family not in FAMILIES or not isinstance(layers, list) or len(layers) != len(diff_ids):
+        return None
+    restored, changed = [], False
+    for layer, diff_id in zip(layers, diff_ids, strict=True):
+        notes = layer.get("annotations") if isinstance(layer, dict) else None
+        size = notes.get(UNCOMPRESSED_SIZE) if isinstance(notes, dict) else None
+        if size is None:
+            restored.append(layer)
+            continue
+        if not isinstance(size, str) or not size.isascii() or not size.isdigit() or len(size) > 20:
+            return None
+        restored.append({"mediaType": FAMILIES[family][1], "digest": diff_id, "size": int(size)})
+        changed = True
+    return encode({**document, "layers": restored}) if changed else None
+
+
 def docker_archive_manifest(config_digest: str, repo_tags: Sequence[str], layer_digests: Sequence[str]) -> bytes:
     """``manifest.json`` of a ``docker load`` archive whose blobs sit at ``blobs/sha256/HEX``."""
     return encode_list([{

@@ -1,9 +1,10 @@
 """Image assembly without a Dockerfile: sparkimg writes the image as OCI data in its store.
 
-The base's manifest, config and layer descriptors are kept verbatim. On top come one layer
-per spec layer (a compile layer's wheels, or one PyPI wheel), in spec order, then one layer
+The base's manifest, config and layer descriptors are kept verbatim. On top come the layers
+of each spec layer (a compile layer's wheels, or one PyPI wheel), in spec order, then one layer
 per baked patch set: least- to most-often changing, so a patch change rewrites one small
-layer. The config is the base's with the spec's env and labels, and ``created`` and history
+layer. A compile layer's wheels share one layer, except that each wheel over ``SPLIT_BYTES``
+gets its own. The config is the base's with the spec's env and labels, and ``created`` and history
 at the lock's SOURCE_DATE_EPOCH. Each new layer is cached by its inputs, so an unchanged
 layer is never written again. ``load`` puts the result into the engine.
 """
@@ -28,6 +29,9 @@ from sparkimg.spec import CompileLayer
 from sparkimg.store.content import Store
 
 LAYER_VERSION = "sparkimg-layer/1"
+# A wheel over this size gets a layer of its own (docs/reproducibility.md, "Layers sized for
+# reuse"): one large wheel changing then rewrites its own layer, not its neighbours'.
+SPLIT_BYTES = 64 << 20
 LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
 IMAGES = "images"  # store records: an assembled image by its image key
 
@@ -140,18 +144,21 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
     installed: dict[str, str] = {}
     for spec_layer in plan.spec.layers:
         if isinstance(spec_layer, CompileLayer):
-            wheels = [(o.filename, o.sha256) for o in records[spec_layer.name].outputs]
+            sized = [(o.filename, o.sha256, o.size) for o in records[spec_layer.name].outputs]
         else:
             source = plan.lock.sources[spec_layer.source]
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"
-            wheels = [(source.filename, source.sha256)]
-        for filename, _ in wheels:  # from the names, so a cached layer is checked as well
+            sized = [(source.filename, source.sha256, 0)]
+        for filename, _, _ in sized:  # from the names, so a cached layer is checked as well
             dist = canonical_name(filename.split("-", 1)[0])
             if dist in installed:
                 raise BuildError(f"layer {spec_layer.name}: installs {dist}, which layer {installed[dist]} "
                                  "installs already", hint="install each distribution in one layer only")
             installed[dist] = spec_layer.name
-        works.append(_wheel_work(spec_layer.name, wheels, scheme, plan.lock.platform, store, scheme_of))
+        groups = wheel_groups(sized)
+        for wheels in groups:
+            name = spec_layer.name if wheels is groups[0] else f"{spec_layer.name}/{wheels[0][0]}"
+            works.append(_wheel_work(name, wheels, scheme, plan.lock.platform, store, scheme_of))
     for set_name, entry in sorted(plan.lock.patches.items()):
         if entry.mode != "bake":
             continue
@@ -166,6 +173,14 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
         works.append(_Work(f"patches.{set_name}", created_by,
                            {"patches": sorted(files), "scheme": scheme, "createdBy": created_by}, patch_entries))
     return works
+
+
+def wheel_groups(wheels: list[tuple[str, str, int]]) -> list[list[tuple[str, str]]]:
+    """One spec layer's wheels (filename, sha256, size) as image layers: the small ones together
+    first, then each wheel over ``SPLIT_BYTES`` alone, in the order given."""
+    small = [(name, sha256) for name, sha256, size in wheels if size <= SPLIT_BYTES]
+    large = [[(name, sha256)] for name, sha256, size in wheels if size > SPLIT_BYTES]
+    return ([small] if small or not large else []) + large
 
 
 def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[layer_mod.Entry]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg._internal.net.registry import ImageRef, RegistryClient
-from sparkimg.distribution.push import attach
+from sparkimg.distribution.push import attach, put_manifest
 from sparkimg.engine.docker import Engine
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
@@ -90,3 +90,58 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     code, verified, _ = cli(capsys, store, *node)
     assert code == 1 and verified["failed_stage"] == "image"
     assert "absent" in json.dumps(verified["checks"])
+
+
+def test_a_compressed_push_pulls_under_the_build_receipt_and_a_changed_size_does_not(
+    tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``push --compression``: the registry serves another manifest (the new layers gzip or zstd),
+    which the build's receipt still speaks of, because the node gets the signed manifest's bytes
+    back from it; a manifest changed in any other way is refused."""
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "trusted"))[0] == 0
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    code, built, _ = cli(capsys, store, "build", str(demo), "--json", "--quiet", "--key",
+                         str(tmp_path / "trusted.key"), "--receipt", str(tmp_path / "r.json"))
+    assert code == 0
+    repository = f"{registry}/sparkimg-test/packed-{uuid.uuid4().hex[:8]}"
+    key = ("--key", str(tmp_path / "trusted.pub"))
+    code, pushed, err = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "gz", "--receipt",
+                            str(tmp_path / "r.json"), "--compression", "gzip", "--json")
+    assert code == 0, err
+    assert pushed["built_manifest"] == built["oci"]["manifest"] != pushed["manifest"]
+    assert pushed["compression"].startswith("gzip-6/zlib-")
+    served = RegistryClient().manifest_bytes(repository, pushed["manifest"])
+    layers = json.loads(served)["layers"]
+    assert [d["mediaType"] for d in layers[-3:]] == [oci.DOCKER_LAYER_GZIP] * 3
+    assert all(d["size"] < int(d["annotations"][oci.UNCOMPRESSED_SIZE]) for d in layers[-3:])
+
+    engine.remove_image(built["oci"]["config"])  # the node has only the base: the layers come from the registry
+    code, pulled, err = cli(capsys, store, "pull", f"{repository}:gz", *key, "--receipt-out",
+                            str(tmp_path / "node.json"), "--json")
+    assert code == 0, err
+    assert (pulled["manifest"], pulled["config"]) == (pushed["manifest"], built["oci"]["config"])
+    assert engine.image_id(f"{repository}:gz") == built["oci"]["config"]
+    code, verified, err = cli(capsys, store, "verify-node", "--receipt", str(tmp_path / "node.json"), *key, "--json")
+    assert code == 0 and verified["ok"], err
+
+    # The same manifest with one layer's recorded size changed, and the trusted receipt attached to it.
+    forged = served.replace(f'"{oci.UNCOMPRESSED_SIZE}":"'.encode(), f'"{oci.UNCOMPRESSED_SIZE}":"1'.encode(), 1)
+    to = ImageRef.parse(repository)
+    put_manifest(RegistryClient(), to, "forged", forged, oci.DOCKER_MANIFEST, sha256_prefixed(forged))
+    attach(RegistryClient(), to, oci.Descriptor(oci.DOCKER_MANIFEST, sha256_prefixed(forged), len(forged)),
+           (tmp_path / "r.json").read_bytes(), Store(store), lambda event: None)
+    code, _, err = cli(capsys, store, "pull", f"{repository}:forged", *key)
+    assert code == 1 and f"names manifest {built['oci']['manifest']}" in err
+
+    # zstd: read by Docker 23+, containerd and podman; Docker 20.10 cannot, and the node is told why.
+    code, zst, err = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "zst", "--receipt",
+                         str(tmp_path / "r.json"), "--compression", "zstd", "--json")
+    assert code == 0 and zst["manifest"] not in (pushed["manifest"], built["oci"]["manifest"]), err
+    engine.remove_image(f"{repository}:gz")
+    code, _, err = cli(capsys, store, "pull", f"{repository}:zst", *key)
+    if int(engine.server_version().split(".")[0]) < 23:
+        assert code == 1 and "zstd" in err and "--compression gzip" in err
+    else:
+        assert code == 0, err

@@ -183,3 +183,14 @@ def test_spec_env_expands_variables_as_a_dockerfile_env_did() -> None:
     assert env["PATH"] == "/opt/bin:/usr/bin"  # replaced in place, from the base's value
     assert env["A"] == "C-x" and env["B"] == "C-x $A set"  # in name order: A before B
     assert oci.expand("$1 and $", {}) == "$1 and $"
+
+
+def test_a_large_wheel_gets_a_layer_of_its_own_and_small_ones_share_one() -> None:
+    from sparkimg.image.assemble import SPLIT_BYTES, wheel_groups
+
+    big, small = SPLIT_BYTES + 1, SPLIT_BYTES
+    assert wheel_groups([("a.whl", "1", small), ("b.whl", "2", big), ("c.whl", "3", 10), ("d.whl", "4", big)]) == [
+        [("a.whl", "1"), ("c.whl", "3")], [("b.whl", "2")], [("d.whl", "4")]]
+    assert wheel_groups([("b.whl", "2", big)]) == [[("b.whl", "2")]]
+    assert wheel_groups([("a.whl", "1", 5), ("c.whl", "3", 6)]) == [[("a.whl", "1"), ("c.whl", "3")]]
+    assert wheel_groups([]) == [[]]
