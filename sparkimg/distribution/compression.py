@@ -24,10 +24,8 @@ import struct
 import time
 import zlib
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, cast
 
 from sparkimg.errors import UsageError
@@ -77,7 +75,7 @@ class Compressor:
             compressor.copy_stream(source, cast(IO[bytes], sink), size=size, read_size=CHUNK, write_size=CHUNK)
 
 
-LEVELS = {"gzip": 6, "zstd": 3}
+LEVELS = {"gzip": (6, 1, 9), "zstd": (3, 1, 19)}  # per compressor: the default level, the lowest, the highest
 
 
 def chosen(name: str, level: int | None = None) -> Compressor | None:
@@ -86,11 +84,11 @@ def chosen(name: str, level: int | None = None) -> Compressor | None:
         return None
     if name not in LEVELS:
         raise UsageError(f"--compression {name}: not one of {', '.join(CHOICES)}")
-    limits = {"gzip": (1, 9), "zstd": (1, 19)}[name]
-    level = LEVELS[name] if level is None else level
-    if not limits[0] <= level <= limits[1]:
-        raise UsageError(f"--level {level}: {name} takes {limits[0]} to {limits[1]}",
-                         hint=f"leave it out for {name}'s default, {LEVELS[name]}")
+    default, lowest, highest = LEVELS[name]
+    level = default if level is None else level
+    if not lowest <= level <= highest:
+        raise UsageError(f"--level {level}: {name} takes {lowest} to {highest}",
+                         hint=f"leave it out for {name}'s default, {default}")
     return Compressor(name, level)
 
 
@@ -153,22 +151,6 @@ def _known(record: dict[str, Any] | None, diff_id: str, identity: str) -> tuple[
     return digest, size
 
 
-def decompressed(data: bytes, media_type: str) -> bytes:
-    """A whole small blob back as its tar (tests and checks; a layer is streamed instead)."""
-    if media_type.endswith("+zstd"):
-        import zstandard
-
-        return zstandard.ZstdDecompressor().decompress(data)
-    if media_type.endswith("gzip"):
-        return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-    return data
-
-
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-
-def chunks(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            yield chunk

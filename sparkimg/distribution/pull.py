@@ -9,7 +9,9 @@ were: nothing was pulled, nothing tagged.
 
 from __future__ import annotations
 
+import functools
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,9 +56,11 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
-    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, key, recipe, report)
+    # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
+    config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))
+    receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, config_of, key, recipe, report)
     config_digest = str(facts.get("image.id"))
-    config = _config(client, repository, manifest, config_digest)
+    config = config_of(config_digest)
     if config is None:
         raise PullRefused(f"{reference}: the manifest's config is not the receipt's image {config_digest}")
     diff_ids = oci.BaseImage(manifest, config).diff_ids
@@ -96,7 +100,7 @@ def _config(client: RegistryClient, repository: str, manifest: bytes, config_dig
     return client.blob_bytes(repository, config_digest)
 
 
-def _names(facts: dict[str, Any], manifest: bytes, client: RegistryClient, repository: str) -> bool:
+def _names(facts: dict[str, Any], manifest: bytes, config_of: Callable[[str], bytes | None]) -> bool:
     """The receipt speaks of the served manifest: it is the signed one, or the signed one with its
     new layers compressed by ``sparkimg push --compression`` (``oci.built_manifest`` gives the
     signed bytes back; the engine then checks each layer it decompresses against the signed
@@ -105,15 +109,16 @@ def _names(facts: dict[str, Any], manifest: bytes, client: RegistryClient, repos
     if signed == sha256_prefixed(manifest):
         return True
     try:
-        config = _config(client, repository, manifest, str(facts.get("image.id")))
+        config = config_of(str(facts.get("image.id")))
         built = oci.built_manifest(manifest, oci.BaseImage(manifest, config).diff_ids) if config else None
     except (ResolveError, FetchError):
         return False
     return built is not None and sha256_prefixed(built) == signed
 
 
-def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest: bytes, key: PublicKey,
-                      recipe: Path | None, report: Reporter) -> tuple[str, dict[str, Any], bytes]:
+def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest: bytes,
+                      config_of: Callable[[str], bytes | None], key: PublicKey, recipe: Path | None,
+                      report: Reporter) -> tuple[str, dict[str, Any], bytes]:
     """The newest attached receipt that verifies and names this manifest: its artifact digest
     and its facts. None verifying is a refusal listing why each failed."""
     from sparkimg.receipts.verify import Request, receipt_facts, verify
@@ -142,7 +147,7 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest: bytes, ke
                 why.append(f"{artifact[:19]}: {'; '.join(checked.reasons())}")
                 continue
             facts = receipt_facts(path)
-            if not _names(facts, manifest, client, f"{ref.registry}/{ref.repository}"):
+            if not _names(facts, manifest, config_of):
                 why.append(f"{artifact[:19]}: names manifest {facts.get('image.manifest_digest')}, "
                            f"not {manifest_digest}")
                 continue

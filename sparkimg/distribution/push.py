@@ -55,9 +55,9 @@ class Pushed:
     config_digest: str
     tags: tuple[str, ...]
     blobs: tuple[BlobPush, ...]
-    receipt: str | None = None  # the digest of the attached receipt artifact
-    built_manifest: str = ""  # the manifest the build wrote and the receipt names (the same when uncompressed)
-    compression: str = "none"  # the compressor identity of the new layers as pushed
+    receipt: str | None  # the digest of the attached receipt artifact
+    built_manifest: str  # the manifest the build wrote and the receipt names (the same when uncompressed)
+    compression: str  # the compressor identity of the new layers as pushed, or "none"
 
     @property
     def sent(self) -> int:
@@ -67,7 +67,7 @@ class Pushed:
         return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
                 "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
                 "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt,
-                "built_manifest": self.built_manifest or self.manifest_digest, "compression": self.compression}
+                "built_manifest": self.built_manifest, "compression": self.compression}
 
 
 def target_of(text: str) -> ImageRef:

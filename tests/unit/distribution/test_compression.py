@@ -25,6 +25,12 @@ _RANDOM = random.Random(22)
 DATA = b"".join(_RANDOM.randbytes(700_000) if i % 2 else b"layer tar %d " % i * 90_000 for i in range(9)) + b"end"
 
 
+def _decompressed(data: bytes, media_type: str) -> bytes:
+    if media_type.endswith("+zstd"):
+        return zstandard.ZstdDecompressor().decompress(data)
+    return gzip.decompress(data)
+
+
 def _compress(compressor: compression.Compressor, data: bytes, threads: int) -> bytes:
     out = io.BytesIO()
     compressor.compress(io.BytesIO(data), len(data), BlobWriter(out), threads)
@@ -39,7 +45,7 @@ def test_the_same_bytes_for_any_thread_count_and_any_reader_gets_the_tar_back(na
     assert len(set(outputs.values())) == 1, {t: sha256_prefixed(o)[:19] for t, o in outputs.items()}
     blob = outputs[1]
     assert len(blob) < len(DATA) * 0.8
-    assert compression.decompressed(blob, compressor.media_type(oci.OCI_MANIFEST)) == DATA
+    assert _decompressed(blob, compressor.media_type(oci.OCI_MANIFEST)) == DATA
     if name == "gzip":
         assert gzip.decompress(blob) == DATA
         assert blob[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no clock, no name, OS 255
