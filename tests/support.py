@@ -137,3 +137,48 @@ class FakeEngineApi:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def installed_bytes(staged: Any, image_path: str) -> bytes:
+    """What ``image.wheels.install_wheels`` put at ``image_path``: its bytes, or its wheel member's."""
+    import zipfile
+
+    entry = staged.files[image_path]
+    if entry.member is None:
+        return bytes(entry.data)
+    with zipfile.ZipFile(entry.member.archive) as archive:
+        return archive.read(entry.member.name)
+
+
+def write_installed(staged: Any, root: Path) -> None:
+    """Every file ``install_wheels`` installed, written under ``root`` (each at its image path)."""
+    for image_path, entry in staged.files.items():
+        target = root / image_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(installed_bytes(staged, image_path))
+        target.chmod(entry.mode)
+
+
+def folder_entries(root: Path, *, directory: Any = lambda path: True) -> list[Any]:
+    """Every file, link and directory under ``root`` as layer entries, as sparkimg made a layer
+    of a staging folder before it wrote wheels' layers straight from the wheels: the reference
+    the layer writer is held to. ``directory(path)`` says whether a folder gets an entry."""
+    import stat
+
+    from sparkimg.image.layer import Entry
+
+    found: list[Entry] = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                found.append(Entry(rel, "symlink", 0o777, target=os.readlink(path)))
+            elif stat.S_ISDIR(info.st_mode):
+                if directory(rel):
+                    found.append(Entry(rel, "dir", 0o755))
+            else:
+                found.append(Entry(rel, "file", 0o755 if info.st_mode & 0o111 else 0o644, source=path))
+    return found

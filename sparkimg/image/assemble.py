@@ -43,7 +43,7 @@ class _Work:
     name: str
     created_by: str
     key_inputs: dict[str, object]
-    entries: Callable[[Path], list[layer_mod.Entry]]
+    entries: Callable[[Path], list[layer_mod.Entry]]  # given a work folder of its own, empty
 
 
 def image_record(store: Store, key: str) -> oci.ImageRecord | None:
@@ -76,7 +76,7 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
             if found is None:
                 folder = work_root / str(number)
                 folder.mkdir()
-                found = layer_mod.write_layer(work.entries(folder / "root"), epoch=epoch, media_type=media_type,
+                found = layer_mod.write_layer(work.entries(folder), epoch=epoch, media_type=media_type,
                                               created_by=work.created_by, store=store)
                 store.write_record(LAYERS, key, found.to_json())
                 report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
@@ -164,7 +164,7 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
             continue
         files = [(item.mount, item.sha256) for item in entry.files]
 
-        def patch_entries(root: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
+        def patch_entries(folder: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
             found = [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
                      for mount, sha256 in files]
             return _through_links(found, scheme_of())
@@ -197,30 +197,19 @@ def _through_links(entries: list[layer_mod.Entry], scheme: BaseScheme) -> list[l
 
 def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platform: str, store: Store,
                 scheme_of: Callable[[], BaseScheme]) -> _Work:
-    from sparkimg.image.wheels import check_fits, installer_version, stage_wheels
+    from sparkimg.image.wheels import check_fits, install_wheels, installer_version
 
-    def entries(root: Path) -> list[layer_mod.Entry]:
+    def entries(folder: Path) -> list[layer_mod.Entry]:
         scheme = scheme_of()
         for filename, _ in wheels:
             check_fits(filename, scheme, platform)
-        folder = root.parent / "wheels"
-        folder.mkdir(parents=True)
         paths = []
         for filename, sha256 in wheels:
             # A link named for the wheel (installer reads the name) to the read-only blob: no copy of
-            # a gigabyte wheel; installing only reads it.
+            # a gigabyte wheel; the layer writer reads its members from it (image.wheels).
             (folder / filename).symlink_to(store.blob(sha256))
             paths.append(folder / filename)
-        root.mkdir()
-        staged = stage_wheels(paths, scheme, root)
-        roots = ["/" + r.strip("/") for r in staged.roots]
-
-        def directory(rel: str) -> bool:
-            path = "/" + rel
-            return not any(r == path or r.startswith(path + "/") for r in roots)
-
-        written = layer_mod.tree_entries(staged.root, directory=directory) + layer_mod.whiteouts(staged.removed)
-        return _through_links(written, scheme)
+        return _through_links(install_wheels(paths, scheme).entries(), scheme)
 
     created_by = f"sparkimg: wheels {' '.join(f for f, _ in wheels)}"
     return _Work(name, created_by, {"wheels": sorted(wheels), "scheme": scheme_id, "installer": installer_version(),

@@ -1,10 +1,20 @@
-"""Install wheels as pip would into a staging root, from which one image layer is made.
+"""Install wheels as pip would, straight into the entries of one image layer: nothing is staged on disk.
 
 Each wheel is installed by pypa/installer (the library pip itself installs with) into the
-base's scheme (``formats/scheme.py``, asked of the base once by ``build.pyscheme``), with the
-files written under ``root`` (``root/usr/local/...``). What lands there names only image
-paths: RECORD paths are relative, scripts start ``#!`` plus the base's interpreter, and no
-``direct_url.json`` is written (it would name the folder the wheel came from).
+base's scheme (``formats/scheme.py``, asked of the base once by ``base.pyscheme``), with a
+destination that writes no file: a member of the wheel becomes a layer entry that names the
+member (``layer.ZipMember``), so the layer writer inflates it once, straight into the layer's
+tar; only what installer makes (RECORD, INSTALLER, REQUESTED, entry point scripts, scripts whose
+``#!python`` it rewrites) is kept as bytes. A gigabyte wheel is thus read once and written once,
+not inflated to a staging folder and read back (issue 22).
+
+What lands in the image names only image paths: RECORD paths are relative, scripts start
+``#!`` plus the base's interpreter, and no ``direct_url.json`` is written (it would name the
+folder the wheel came from). RECORD's hash of a member is the wheel's own RECORD's, where it
+gives one: the layer writer hashes every member as it copies it and fails the build when the
+bytes are not those (a wheel that lies in its RECORD). Where the wheel's RECORD gives none, the
+member is read once more here to hash it. The layer is byte for byte the one that installing
+into a folder and tarring that folder gave (tests/unit/image/test_wheels.py checks both ways).
 
 Bytecode: none. No ``.pyc`` is written, checked-hash or otherwise; Python compiles a module
 when first imported, into ``__pycache__`` if that folder is writable, else in memory. A
@@ -18,35 +28,54 @@ whiteouts of them), never a path the new install writes at or below.
 
 from __future__ import annotations
 
+import base64
 import functools
-import os
+import hashlib
+import io
 import posixpath
-import stat
-from collections.abc import Iterable, Sequence
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import SCHEME_KEYS, BaseScheme, InstalledDist, canonical_name, image_path
+from sparkimg.image.layer import Entry, ZipMember, whiteouts
+from sparkimg.store.content import CHUNK
 
 INSTALLER = b"sparkimg\n"
 
 
 @dataclass(frozen=True)
 class Staged:
-    """What ``stage_wheels`` made.
+    """What ``install_wheels`` made.
 
-    ``root``: the staging root, each file at ``root/<image path without the leading />``.
+    ``files``: absolute image path -> its layer entry (a member of a wheel, or bytes).
     ``removed``: absolute image paths to delete in the layer (whiteouts), files or whole folders.
     ``roots``: the scheme folders; the layer has no directory entry at or above any of them.
     ``installed``: (canonical name, version) of each wheel, in the order given.
     """
 
-    root: Path
+    files: Mapping[str, Entry]
     removed: tuple[str, ...]
     roots: tuple[str, ...]
     installed: tuple[tuple[str, str], ...]
+
+    def entries(self) -> list[Entry]:
+        """The layer: every file; every folder that holds one, below the scheme folders (an entry at
+        or above one would override the base's own metadata of that folder), 0755; the whiteouts."""
+        folders: set[str] = set()
+        for path in self.files:
+            for folder in _ancestors(path):
+                if folder in folders or any(_inside(r, folder) for r in self.roots):
+                    break  # its own folders are in; or it and all above it are at or above a scheme folder
+                folders.add(folder)
+        if clash := sorted(folders & self.files.keys()):
+            raise BuildError(f"wheels write {clash[0]} both as a file and as a folder",
+                             hint="keep one of the wheels that install it")
+        return [*self.files.values(), *(Entry(f.lstrip("/"), "dir", 0o755) for f in sorted(folders)),
+                *whiteouts(self.removed)]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -61,38 +90,84 @@ def _clean_member(name: str) -> bool:
         and not any(p in ("", ".", "..") for p in parts) and not any(ord(c) < 32 or ord(c) == 127 for c in name)
 
 
+def _recorded(wheel: Path, archive: zipfile.ZipFile, record: str) -> dict[str, ZipMember]:
+    """Each member the wheel's RECORD gives a sha256 and the member's size for, as the layer
+    writer reads it. A RECORD installer cannot parse gives nothing here: installer says why."""
+    from installer.records import parse_record_file
+
+    sizes = {info.filename: info.file_size for info in archive.infolist()}
+    found: dict[str, ZipMember] = {}
+    try:
+        for name, digest, size in parse_record_file(record.splitlines()):
+            algorithm, _, value = digest.partition("=")
+            raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)) if algorithm == "sha256" else b""
+            if len(raw) == 32 and name in sizes and size == str(sizes[name]):
+                found[name] = ZipMember(wheel, name, sizes[name], raw.hex())
+    except (ValueError, TypeError):
+        return {}
+    return found
+
+
 @dataclass
 class _Written:
-    """Image paths one install wrote, filled in by the destination."""
+    """What one install wrote, filled in by the destination: image path -> entry."""
 
-    files: set[str] = field(default_factory=set)
+    files: dict[str, Entry] = field(default_factory=dict)
 
 
-def _destination(scheme: dict[str, str], interpreter: str, root: Path, written: _Written) -> Any:
-    """A ``SchemeDictionaryDestination`` writing under ``root`` that checks every path it is given
-    and remembers what it wrote (as image paths)."""
+def _record_hash(sha256: str) -> str:
+    """A sha256 as RECORD writes it (installer's form: urlsafe base64, no padding)."""
+    return base64.urlsafe_b64encode(bytes.fromhex(sha256)).decode("ascii").rstrip("=")
+
+
+def _destination(scheme: dict[str, str], interpreter: str, wheel: Path, members: Mapping[str, ZipMember],
+                 written: _Written) -> Any:
+    """A ``SchemeDictionaryDestination`` that writes nothing: it checks every path it is given and
+    turns each file into a layer entry, a wheel's member by reference and anything installer
+    made (or rewrote) as bytes."""
     from installer.destinations import SchemeDictionaryDestination
-    from installer.records import RecordEntry
+    from installer.records import Hash, RecordEntry
     from installer.utils import Scheme
 
-    class Staging(SchemeDictionaryDestination):
+    class Collecting(SchemeDictionaryDestination):
         def write_to_fs(self, scheme: Scheme, path: str, stream: BinaryIO, is_executable: bool) -> RecordEntry:
             if not _clean_member(path):
                 raise BuildError(f"refuses to write {path!r} in {scheme}: not a clean relative path")
             target = posixpath.normpath(posixpath.join(self.scheme_dict[scheme], path))
             if not image_path(target) or not _inside(target, self.scheme_dict[scheme]):
                 raise BuildError(f"refuses to write {path!r}: it leaves the {scheme} folder")
-            entry = super().write_to_fs(scheme, path, stream, is_executable)
-            written.files.add(target)
-            return entry
+            mode = 0o755 if is_executable else 0o644
+            if isinstance(stream, zipfile.ZipExtFile):  # the member itself, unchanged
+                member = members.get(stream.name) or _hashed(wheel, stream)
+                entry = Entry(target.lstrip("/"), "file", mode, member=member)
+                size, sha256 = member.size, member.sha256
+            else:
+                data = stream.read()
+                entry = Entry(target.lstrip("/"), "file", mode, data=data)
+                size, sha256 = len(data), hashlib.sha256(data).hexdigest()
+            written.files[target] = entry
+            return RecordEntry(path, Hash("sha256", _record_hash(sha256)), size)
 
         def write_script(self, name: str, module: str, attr: str, section: Any) -> RecordEntry:
+            """As installer writes one, less its chmod of the file it wrote (there is none)."""
+            from installer.scripts import Script
+
             if "/" in name or not _clean_member(name):
                 raise BuildError(f"refuses the entry point script name {name!r}: not a bare file name")
-            return super().write_script(name, module, attr, section)
+            script_name, data = Script(name, module, attr, section).generate(self.interpreter, self.script_kind)
+            return self.write_to_fs(Scheme("scripts"), script_name, io.BytesIO(data), is_executable=True)
 
-    return Staging(scheme_dict=scheme, interpreter=interpreter, script_kind="posix", hash_algorithm="sha256",
-                   bytecode_optimization_levels=(), destdir=str(root), overwrite_existing=True)
+    return Collecting(scheme_dict=scheme, interpreter=interpreter, script_kind="posix", hash_algorithm="sha256",
+                      bytecode_optimization_levels=(), destdir=None, overwrite_existing=True)
+
+
+def _hashed(wheel: Path, stream: Any) -> ZipMember:
+    """A member the wheel's RECORD gives no usable sha256 for: read once to hash it."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := stream.read(CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    return ZipMember(wheel, stream.name, size, digest.hexdigest())
 
 
 def _check_members(wheel: Path, names: Iterable[str]) -> None:
@@ -103,10 +178,9 @@ def _check_members(wheel: Path, names: Iterable[str]) -> None:
                          hint="rebuild the wheel; a wheel's paths never start with / or hold ..")
 
 
-def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set[str]]:
-    """Install one wheel; return its canonical name, version and the image paths it wrote."""
+def _install(wheel: Path, scheme: BaseScheme) -> tuple[str, str, dict[str, Entry]]:
+    """Install one wheel; return its canonical name, version and what it wrote (image path -> entry)."""
     import configparser
-    import zipfile
 
     from installer import install
     from installer.exceptions import InstallerError
@@ -116,15 +190,16 @@ def _install(wheel: Path, scheme: BaseScheme, root: Path) -> tuple[str, str, set
     try:
         with zipfile.ZipFile(wheel) as archive:
             _check_members(wheel, archive.namelist())
-        with WheelFile.open(wheel) as source:
+            source = WheelFile(archive)
+            members = _recorded(wheel, archive, source.read_dist_info("RECORD"))
             # Not ``validate_record``: pip installs a wheel whose RECORD misses files too (the wheel
             # itself is pinned by sha256), and the RECORD written here lists what was written.
             name, version = canonical_name(source.distribution), source.version
             paths = dict(scheme.paths)
             paths["headers"] = posixpath.join(scheme.paths["headers"], source.distribution)
             written = _Written()
-            destination = _destination(paths, scheme.interpreter, root, written)
-            # REQUESTED as pip writes it for a named requirement; no direct_url.json (it names a staging path).
+            destination = _destination(paths, scheme.interpreter, wheel, members, written)
+            # REQUESTED as pip writes it for a named requirement; no direct_url.json (it would name a build path).
             install(source, destination, {"INSTALLER": INSTALLER, "REQUESTED": b""})
     except BuildError as exc:
         prefix = f"wheel {wheel.name}: "
@@ -149,7 +224,7 @@ def _under_any(path: str, folders: set[str]) -> bool:
     return any(a in folders for a in _ancestors(path))
 
 
-def _removals(old: InstalledDist, written: set[str], roots: Sequence[str]) -> set[str]:
+def _removals(old: InstalledDist, written: Set[str], roots: Sequence[str]) -> set[str]:
     """What replacing ``old`` removes: its dist-info folder and owned folders that the new install
     writes nothing into, and its other files the new install does not write (nor writes below)."""
     if not old.files:
@@ -170,18 +245,6 @@ def _removals(old: InstalledDist, written: set[str], roots: Sequence[str]) -> se
     folders = {d for d in (old.dist_info, *old.owned_dirs) if removable(d)}
     files = {f for f in old.files if f not in written and f not in holds and not _under_any(f, folders)}
     return folders | files
-
-
-def _normalise_modes(root: Path) -> None:
-    """Folders 0755; files 0755 when any execute bit is set, else 0644 (the umask is not an input)."""
-    for parent, dirs, files in os.walk(root):
-        for name in dirs:
-            os.chmod(os.path.join(parent, name), 0o755)
-        for name in files:
-            path = os.path.join(parent, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISREG(mode):
-                os.chmod(path, 0o755 if mode & 0o111 else 0o644)
 
 
 def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
@@ -213,37 +276,31 @@ def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
                          "base's Python once a build has asked it")
 
 
-def stage_wheels(wheels: Sequence[Path], scheme: BaseScheme, root: Path) -> Staged:
-    """Install ``wheels`` (no dependencies, no bytecode) into the staging ``root`` (absent or empty).
+def install_wheels(wheels: Sequence[Path], scheme: BaseScheme) -> Staged:
+    """Install ``wheels`` (no dependencies, no bytecode) as layer entries.
 
     Two wheels of one distribution is an error; a file two distributions both write ends up as
     the later wheel wrote it, as with pip.
     """
-    root = root.absolute()
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise BuildError(f"staging root {root} is not an empty folder")
-    root.mkdir(parents=True, exist_ok=True)
     roots = tuple(sorted({scheme.paths[key] for key in SCHEME_KEYS}))
     installed: list[tuple[str, str]] = []
     sources: dict[str, Path] = {}
-    written: dict[str, set[str]] = {}
+    files: dict[str, Entry] = {}
     for wheel in wheels:
-        name, version, files = _install(wheel, scheme, root)
+        name, version, wrote = _install(wheel, scheme)
         if name in sources:
             raise BuildError(f"wheels {sources[name].name} and {wheel.name} both install {name}; an image "
                              "installs one version of each distribution",
                              hint="keep one of them in the spec")
         sources[name] = wheel
-        written[name] = files
+        files.update(wrote)
         installed.append((name, version))
-    every = set().union(*written.values()) if written else set()
     removed: set[str] = set()
     for name in sources:
         for old in scheme.named(name):
-            removed |= _removals(old, every, roots)
+            removed |= _removals(old, files.keys(), roots)
     removed = {p for p in removed if not _under_any(p, removed)}  # a folder removed covers what is below it
-    _normalise_modes(root)
-    return Staged(root, tuple(sorted(removed)), roots, tuple(installed))
+    return Staged(files, tuple(sorted(removed)), roots, tuple(installed))
 
 
 @functools.cache

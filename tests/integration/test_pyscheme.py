@@ -14,8 +14,9 @@ import pytest
 
 from sparkimg.base.pyscheme import base_scheme
 from sparkimg.engine.docker import Engine
-from sparkimg.image.wheels import stage_wheels
+from sparkimg.image.wheels import install_wheels
 from sparkimg.store.content import Store
+from tests.support import write_installed
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +58,9 @@ def test_the_base_scheme_finds_the_old_six_and_the_new_one_replaces_it(
     print(f"scheme query: {asked:.2f} s in a container, {remembered * 1000:.1f} ms remembered")
     monkeypatch.undo()
 
-    staged = stage_wheels([six_wheels["1.16.0"]], scheme, tmp_path / "stage")
+    staged = install_wheels([six_wheels["1.16.0"]], scheme)
     assert staged.installed == (("six", "1.16.0"),)
-    written = {"/" + str(p.relative_to(staged.root)) for p in staged.root.rglob("*") if p.is_file()}
+    written = set(staged.files)
     removed = set(staged.removed)
     assert info in removed
     assert f"{SITE}/six.py" in written and f"{SITE}/six.py" not in removed
@@ -69,7 +70,7 @@ def test_the_base_scheme_finds_the_old_six_and_the_new_one_replaces_it(
     # Apply it as a layer would (delete what is removed, add what is staged) and ask the image.
     context = tmp_path / "applied"
     context.mkdir()
-    subprocess.run(["cp", "-a", f"{staged.root}/.", str(context / "stage")], check=True)
+    write_installed(staged, context / "stage")
     (context / "Dockerfile").write_text(
         f"FROM {oldsix_base}\nRUN rm -rf {' '.join(sorted(removed))}\nCOPY stage/ /\n")
     tag = f"sparkimg-test/six-staged:{uuid.uuid4().hex[:12]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.image import layer as layer_mod
 from sparkimg.image.load import chain_ids
 from sparkimg.store.content import Store
+from tests.support import folder_entries
 
 EPOCH = 1700000000
 
@@ -33,7 +35,7 @@ def _tree(root: Path, files: dict[str, bytes], *, mtime: int, mode: int = 0o644)
 
 
 def _layer(root: Path, store: Store) -> oci.Layer:
-    return layer_mod.write_layer(layer_mod.tree_entries(root) + layer_mod.whiteouts(["/usr/old.py"]), epoch=EPOCH,
+    return layer_mod.write_layer(folder_entries(root) + layer_mod.whiteouts(["/usr/old.py"]), epoch=EPOCH,
                                  media_type=oci.OCI_LAYER, created_by="test", store=store)
 
 
@@ -80,14 +82,61 @@ def test_an_error_while_writing_a_layer_admits_nothing(tmp_path: Path) -> None:
     assert list((store.root / "tmp").iterdir()) == []
 
 
-def test_hard_links_become_regular_files_and_odd_files_are_refused(tmp_path: Path) -> None:
-    root = _tree(tmp_path / "root", {"a": b"x"}, mtime=1)
-    os.link(root / "a", root / "b")
-    entries = layer_mod.tree_entries(root)
-    assert [(e.path, e.kind) for e in entries] == [("a", "file"), ("b", "file")]
-    os.mkfifo(root / "fifo")
-    with pytest.raises(BuildError, match="fifo"):
-        layer_mod.tree_entries(root)
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("size", [5, (layer_mod._AHEAD_BYTES + (3 << 20)) // 7 * 7])  # read in turn, read ahead
+def test_a_zip_member_is_inflated_straight_into_the_tar(tmp_path: Path, size: int) -> None:
+    data = (b"cuBLAS!" * (size // 7 + 1))[:size]
+    wheel = _zip(tmp_path / "w.whl", {"lib/big.so": data})
+    member = layer_mod.ZipMember(wheel, "lib/big.so", size, hashlib.sha256(data).hexdigest())
+    store = Store(tmp_path / "store")
+    from_zip = layer_mod.write_layer([layer_mod.Entry("usr/lib/big.so", "file", 0o755, member=member)],
+                                     epoch=EPOCH, media_type=oci.OCI_LAYER, created_by="t", store=store)
+    (tmp_path / "big.so").write_bytes(data)
+    from_file = layer_mod.write_layer([layer_mod.Entry("usr/lib/big.so", "file", 0o755, source=tmp_path / "big.so")],
+                                      epoch=EPOCH, media_type=oci.OCI_LAYER, created_by="t", store=store)
+    assert from_zip == from_file
+
+
+@pytest.mark.parametrize("size", [5, layer_mod._AHEAD_BYTES + 1])
+@pytest.mark.parametrize("lie", ["sha256", "size"])
+def test_a_member_that_is_not_what_its_record_says_admits_nothing(tmp_path: Path, size: int, lie: str) -> None:
+    """A wheel's RECORD is trusted for the hash the installed RECORD gives; the writer checks it."""
+    data = os.urandom(size)
+    wheel = _zip(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/mod.so": data})
+    said = hashlib.sha256(b"not these bytes").hexdigest() if lie == "sha256" else hashlib.sha256(data).hexdigest()
+    member = layer_mod.ZipMember(wheel, "pkg/mod.so", size + (lie == "size"), said)
+    store = Store(tmp_path / "store")
+    with pytest.raises(BuildError) as raised:
+        layer_mod.write_layer([layer_mod.Entry("a", "file", data=b"1"), layer_mod.Entry("pkg/mod.so", "file",
+                                                                                        member=member)],
+                              epoch=EPOCH, media_type=oci.OCI_LAYER, created_by="t", store=store)
+    said_text = "holds" if lie == "sha256" else f"ends after {size} bytes"
+    assert f"pkg-1.0-py3-none-any.whl: pkg/mod.so: {said_text}" in raised.value.message
+    assert list((store.root / "blobs" / "sha256").iterdir()) == []
+    assert list((store.root / "tmp").iterdir()) == []
+
+
+def test_a_damaged_member_is_a_build_error_naming_it(tmp_path: Path) -> None:
+    data = os.urandom(layer_mod._AHEAD_BYTES + 1)
+    wheel = _zip(tmp_path / "pkg-1.0-py3-none-any.whl", {"pkg/mod.so": data})
+    raw = bytearray(wheel.read_bytes())
+    middle = len(raw) // 2
+    raw[middle:middle + 64] = bytes(64)  # the deflate stream (or its CRC) no longer holds
+    wheel.write_bytes(bytes(raw))
+    member = layer_mod.ZipMember(wheel, "pkg/mod.so", len(data), hashlib.sha256(data).hexdigest())
+    store = Store(tmp_path / "store")
+    with pytest.raises(BuildError, match=re.escape("pkg-1.0-py3-none-any.whl: pkg/mod.so")):
+        layer_mod.write_layer([layer_mod.Entry("pkg/mod.so", "file", member=member)], epoch=EPOCH,
+                              media_type=oci.OCI_LAYER, created_by="t", store=store)
+    assert list((store.root / "blobs" / "sha256").iterdir()) == []
 
 
 @pytest.mark.parametrize("path", ["/abs", "a/../b", "", "a//b", "./a"])

@@ -24,10 +24,12 @@ from sparkimg.base.schemes import RECORDS, record_name
 from sparkimg.engine.docker import RunResult
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import BaseScheme, InstalledDist
-from sparkimg.image.wheels import Staged, stage_wheels
+from sparkimg.image import layer as layer_mod
+from sparkimg.image.wheels import INSTALLER, Staged, install_wheels
 from sparkimg.store.content import Store
 from tests.formats import SITE, old_six
 from tests.formats import base_scheme as fake_scheme
+from tests.support import folder_entries, installed_bytes
 
 SCRIPTS = "/usr/local/bin"
 
@@ -57,12 +59,8 @@ def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *
     return path
 
 
-def staged_file(staged: Staged, image_path: str) -> Path:
-    return staged.root / image_path.lstrip("/")
-
-
-def all_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
+def mode(staged: Staged, image_path: str) -> int:
+    return staged.files[image_path].mode
 
 
 def six(folder: Path, version: str = "1.16.0") -> Path:
@@ -73,23 +71,26 @@ def six(folder: Path, version: str = "1.16.0") -> Path:
 def test_a_wheel_is_installed_where_the_base_scheme_says(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "demo_pkg", "1.0", {"demo_pkg/__init__.py": b"X = 1\n",
                                                      "demo_pkg/data/table.txt": b"a b\n"})
-    staged = stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
+    staged = install_wheels([wheel], fake_scheme())
     assert staged.installed == (("demo-pkg", "1.0"),)
     assert staged.removed == ()
     assert staged.roots == ("/usr/include/python3.11", "/usr/local", SCRIPTS, SITE)
     info = f"{SITE}/demo_pkg-1.0.dist-info"
-    assert staged_file(staged, f"{SITE}/demo_pkg/__init__.py").read_bytes() == b"X = 1\n"
-    assert staged_file(staged, f"{info}/INSTALLER").read_bytes() == b"sparkimg\n"
-    assert staged_file(staged, f"{info}/REQUESTED").read_bytes() == b""
-    assert not staged_file(staged, f"{info}/direct_url.json").exists()
-    record = staged_file(staged, f"{info}/RECORD").read_text().splitlines()
+    assert installed_bytes(staged, f"{SITE}/demo_pkg/__init__.py") == b"X = 1\n"
+    assert installed_bytes(staged, f"{info}/INSTALLER") == b"sparkimg\n"
+    assert installed_bytes(staged, f"{info}/REQUESTED") == b""
+    assert f"{info}/direct_url.json" not in staged.files
+    record = installed_bytes(staged, f"{info}/RECORD").decode().splitlines()
     assert sorted(line.split(",")[0] for line in record) == sorted([
         "demo_pkg/__init__.py", "demo_pkg/data/table.txt", *(f"demo_pkg-1.0.dist-info/{n}" for n in (
             "INSTALLER", "METADATA", "RECORD", "REQUESTED", "WHEEL"))])
-    files = all_files(staged.root)
-    assert not [f for f in files if f.suffix == ".pyc" or "__pycache__" in f.parts], "no bytecode at all"
-    assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o644"}
-    assert {oct(d.stat().st_mode & 0o777) for d in staged.root.rglob("*") if d.is_dir()} == {"0o755"}
+    assert not [f for f in staged.files if f.endswith(".pyc") or "__pycache__" in f], "no bytecode at all"
+    assert {oct(e.mode) for e in staged.files.values()} == {"0o644"}
+    entries = staged.entries()
+    assert {oct(e.mode) for e in entries if e.kind == "dir"} == {"0o755"}
+    # A folder below the scheme folders gets an entry; none at or above one (the base's own stay).
+    folders = {e.path for e in entries if e.kind == "dir"}
+    assert folders == {f"{SITE}/demo_pkg".lstrip("/"), f"{SITE}/demo_pkg/data".lstrip("/"), info.lstrip("/")}
 
 
 def test_scripts_start_the_base_interpreter(tmp_path: Path) -> None:
@@ -99,14 +100,13 @@ def test_scripts_start_the_base_interpreter(tmp_path: Path) -> None:
         "tool-2.0.data/scripts/run.sh": b"#!/bin/sh\necho run\n",
     }, entry_points="[console_scripts]\ntool = tool:main\n[gui_scripts]\ntool-gui = tool:main\n")
     scheme = fake_scheme()
-    staged = stage_wheels([wheel], scheme, tmp_path / "stage")
+    staged = install_wheels([wheel], scheme)
     for name in ("tool", "tool-gui", "legacy"):
-        script = staged_file(staged, f"{SCRIPTS}/{name}")
-        assert script.read_bytes().startswith(b"#!/usr/bin/python3\n"), name
-        assert script.stat().st_mode & 0o777 == 0o755
-    assert staged_file(staged, f"{SCRIPTS}/run.sh").read_bytes() == b"#!/bin/sh\necho run\n"
-    assert b"from tool import main" in staged_file(staged, f"{SCRIPTS}/tool").read_bytes()
-    record = staged_file(staged, f"{SITE}/tool-2.0.dist-info/RECORD").read_text()
+        assert installed_bytes(staged, f"{SCRIPTS}/{name}").startswith(b"#!/usr/bin/python3\n"), name
+        assert mode(staged, f"{SCRIPTS}/{name}") == 0o755
+    assert installed_bytes(staged, f"{SCRIPTS}/run.sh") == b"#!/bin/sh\necho run\n"
+    assert b"from tool import main" in installed_bytes(staged, f"{SCRIPTS}/tool")
+    record = installed_bytes(staged, f"{SITE}/tool-2.0.dist-info/RECORD").decode()
     assert "../../../bin/tool," in record and "../../../bin/legacy," in record
 
 
@@ -114,8 +114,8 @@ def test_an_interpreter_with_a_space_gets_the_sh_trampoline(tmp_path: Path) -> N
     wheel = make_wheel(tmp_path, "tool", "2.0", {"tool/__init__.py": b""},
                        entry_points="[console_scripts]\nt = tool:m\n")
     scheme = BaseScheme.from_json({**fake_scheme().to_json(), "interpreter": "/opt/my python/bin/python3"}, "x")
-    staged = stage_wheels([wheel], scheme, tmp_path / "stage")
-    assert staged_file(staged, f"{SCRIPTS}/t").read_bytes().startswith(b"#!/bin/sh\n'''exec' '/opt/my python/bin/")
+    staged = install_wheels([wheel], scheme)
+    assert installed_bytes(staged, f"{SCRIPTS}/t").startswith(b"#!/bin/sh\n'''exec' '/opt/my python/bin/")
 
 
 def test_nothing_staged_names_the_staging_folder(tmp_path: Path) -> None:
@@ -125,22 +125,22 @@ def test_nothing_staged_names_the_staging_folder(tmp_path: Path) -> None:
         "tool-2.0.data/data/share/tool/x.txt": b"x\n",
         "tool-2.0.data/headers/tool.h": b"int x;\n",
     }, entry_points="[console_scripts]\ntool = tool:main\n")
-    staged = stage_wheels([wheel, six(tmp_path)], fake_scheme(old_six()), tmp_path / "stage")
-    assert staged_file(staged, "/usr/local/share/tool/x.txt").is_file()
-    assert staged_file(staged, "/usr/include/python3.11/tool/tool.h").is_file()
-    needles = [str(staged.root).encode(), str(tmp_path).encode(), str(tmp_path.resolve()).encode()]
-    for path in all_files(staged.root):
-        data = path.read_bytes()
+    staged = install_wheels([wheel, six(tmp_path)], fake_scheme(old_six()))
+    assert "/usr/local/share/tool/x.txt" in staged.files
+    assert "/usr/include/python3.11/tool/tool.h" in staged.files
+    needles = [str(tmp_path).encode(), str(tmp_path.resolve()).encode()]
+    for path in staged.files:
+        data = installed_bytes(staged, path)
         assert not [n for n in needles if n in data], path
     assert not [str(p) for p in staged.removed if str(tmp_path) in p]
 
 
 def test_an_older_installed_version_is_replaced_without_stale_files(tmp_path: Path) -> None:
-    staged = stage_wheels([six(tmp_path)], fake_scheme(old_six()), tmp_path / "stage")
+    staged = install_wheels([six(tmp_path)], fake_scheme(old_six()))
     assert staged.installed == (("six", "1.16.0"),)
     # six.py is written again; the old bytecode folder (owned by six alone) and dist-info go.
     assert staged.removed == (f"{SITE}/__pycache__", f"{SITE}/six-1.15.0.dist-info")
-    assert staged_file(staged, f"{SITE}/six-1.16.0.dist-info/METADATA").is_file()
+    assert f"{SITE}/six-1.16.0.dist-info/METADATA" in staged.files
 
 
 def test_files_only_the_old_version_had_are_removed_one_by_one_or_by_folder(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_files_only_the_old_version_had_are_removed_one_by_one_or_by_folder(tmp_
         f"{SCRIPTS}/pkg-old", f"{info}/METADATA", f"{info}/RECORD"])), (f"{SITE}/pkg", f"{SITE}/pkg/sub", info))
     other = InstalledDist("other", "3", f"{SITE}/other-3.dist-info", (f"{SITE}/other.py",), ())
     wheel = make_wheel(tmp_path, "pkg", "2.0", {"pkg/__init__.py": b"", "pkg/new.py": b""})
-    staged = stage_wheels([wheel], fake_scheme(old, other), tmp_path / "stage")
+    staged = install_wheels([wheel], fake_scheme(old, other))
     # pkg/ is written into, so only what is gone from it is listed; pkg/sub/ is gone whole.
     assert staged.removed == (f"{SCRIPTS}/pkg-old", info, f"{SITE}/pkg/gone.py", f"{SITE}/pkg/sub",
                               f"{SITE}/pkg_extra.py")
@@ -160,7 +160,7 @@ def test_reinstalling_the_same_version_never_removes_what_it_writes(tmp_path: Pa
     info = f"{SITE}/six-1.16.0.dist-info"
     old = InstalledDist("six", "1.16.0", info, tuple(sorted([
         f"{SITE}/six.py", f"{info}/METADATA", f"{info}/RECORD", f"{info}/direct_url.json"])), (info,))
-    staged = stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+    staged = install_wheels([six(tmp_path)], fake_scheme(old))
     assert staged.removed == (f"{info}/direct_url.json",)
 
 
@@ -168,14 +168,14 @@ def test_a_folder_at_or_above_a_scheme_folder_is_never_removed(tmp_path: Path) -
     old = InstalledDist("six", "1.15.0", f"{SITE}/six-1.15.0.dist-info",
                         (f"{SITE}/six-1.15.0.dist-info/RECORD", f"{SITE}/six.py"),
                         (SITE, "/usr/local/lib", f"{SITE}/six-1.15.0.dist-info"))
-    staged = stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+    staged = install_wheels([six(tmp_path)], fake_scheme(old))
     assert staged.removed == (f"{SITE}/six-1.15.0.dist-info",)
 
 
 def test_a_base_dist_with_no_file_list_cannot_be_replaced(tmp_path: Path) -> None:
     old = InstalledDist("six", "1.15.0", f"{SITE}/six-1.15.0.egg-info", (), ())
     with pytest.raises(BuildError, match="no list of its files"):
-        stage_wheels([six(tmp_path)], fake_scheme(old), tmp_path / "stage")
+        install_wheels([six(tmp_path)], fake_scheme(old))
 
 
 def test_two_wheels_of_one_distribution_are_an_error(tmp_path: Path) -> None:
@@ -184,14 +184,62 @@ def test_two_wheels_of_one_distribution_are_an_error(tmp_path: Path) -> None:
     first = six(tmp_path / "a", "1.16.0")
     second = make_wheel(tmp_path / "b", "Six", "1.17.0", {"six.py": b""})
     with pytest.raises(BuildError, match="both install six"):
-        stage_wheels([first, second], fake_scheme(), tmp_path / "stage")
+        install_wheels([first, second], fake_scheme())
 
 
-def test_the_staging_root_must_be_empty(tmp_path: Path) -> None:
-    (tmp_path / "stage").mkdir()
-    (tmp_path / "stage" / "x").write_text("")
-    with pytest.raises(BuildError, match="not an empty folder"):
-        stage_wheels([six(tmp_path)], fake_scheme(), tmp_path / "stage")
+def _folder_layer(wheels: Sequence[Path], scheme: BaseScheme, root: Path, store: Store, removed: Sequence[str]) -> Any:
+    """The reference: installer's own destination writes the wheels into a folder, as pip does;
+    the folder's modes normalised and the folder tarred (how sparkimg made wheel layers before)."""
+    from installer import install
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.sources import WheelFile
+
+    for wheel in wheels:
+        with WheelFile.open(wheel) as source:
+            paths = {**scheme.paths, "headers": f"{scheme.paths['headers']}/{source.distribution}"}
+            install(source, SchemeDictionaryDestination(
+                paths, interpreter=scheme.interpreter, script_kind="posix", hash_algorithm="sha256",
+                bytecode_optimization_levels=(), destdir=str(root), overwrite_existing=True),
+                {"INSTALLER": INSTALLER, "REQUESTED": b""})
+    roots = sorted({scheme.paths[key] for key in ("purelib", "platlib", "scripts", "data", "headers")})
+
+    def directory(rel: str) -> bool:
+        return not any(r == "/" + rel or r.startswith(f"/{rel}/") for r in roots)
+
+    return layer_mod.write_layer(folder_entries(root, directory=directory) + layer_mod.whiteouts(removed),
+                                 epoch=1_700_000_000, media_type="m", created_by="t", store=store)
+
+
+def test_the_layer_is_the_one_installing_into_a_folder_and_tarring_it_gave(tmp_path: Path) -> None:
+    """Byte for byte, over what installing can do: scripts rewritten or not, entry points, data and
+    headers, a member read ahead by a thread, a wheel whose RECORD lists nothing, and an old
+    version replaced."""
+    big = os.urandom(layer_mod._AHEAD_BYTES + 12345)
+    tool = make_wheel(tmp_path, "tool", "2.0", {
+        "tool/__init__.py": b"def main():\n    return 0\n",
+        "tool/lib/libbig.so": big,
+        "tool-2.0.data/scripts/legacy": b"#!python\nprint('legacy')\n",
+        "tool-2.0.data/scripts/run.sh": b"#!/bin/sh\necho run\n",
+        "tool-2.0.data/data/share/tool/x.txt": b"x\n",
+        "tool-2.0.data/headers/tool.h": b"int x;\n",
+    }, entry_points="[console_scripts]\ntool = tool:main\n")
+    bare = make_wheel(tmp_path, "bare", "1.0", {"bare/__init__.py": b"B = 2\n"}, record=False)
+    wheels = [tool, bare, six(tmp_path)]
+    scheme = fake_scheme(old_six())
+    staged = install_wheels(wheels, scheme)
+    entries = layer_mod.write_layer(staged.entries(), epoch=1_700_000_000, media_type="m", created_by="t",
+                                    store=Store(tmp_path / "one"))
+    folder = _folder_layer(wheels, scheme, tmp_path / "stage", Store(tmp_path / "two"), staged.removed)
+    assert staged.removed and entries == folder
+    assert installed_bytes(staged, f"{SITE}/tool/lib/libbig.so") == big
+
+
+def test_a_path_two_wheels_write_as_a_file_and_as_a_folder_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    first = make_wheel(tmp_path / "a", "one", "1.0", {"shared/x": b"a file\n"})
+    second = make_wheel(tmp_path, "two", "1.0", {"shared/x/y.py": b""})
+    with pytest.raises(BuildError, match=f"write {SITE}/shared/x both as a file and as a folder"):
+        install_wheels([first, second], fake_scheme()).entries()
 
 
 @pytest.mark.parametrize("member", ["../../evil.py", "/tmp/evil.py", "pkg/../../../evil.py",
@@ -199,7 +247,7 @@ def test_the_staging_root_must_be_empty(tmp_path: Path) -> None:
 def test_hostile_member_paths_are_refused(tmp_path: Path, member: str) -> None:
     wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b"", member: b"owned\n"})
     with pytest.raises(BuildError, match="not a clean relative path"):
-        stage_wheels([wheel], fake_scheme(), tmp_path / "deep" / "er" / "stage")
+        install_wheels([wheel], fake_scheme())
     assert not [p for p in tmp_path.rglob("evil.py")]
     assert not Path("/tmp/evil.py").exists()
 
@@ -209,20 +257,20 @@ def test_hostile_script_names_are_refused(tmp_path: Path, name: str) -> None:
     wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b""},
                        entry_points=f"[console_scripts]\n{name} = pkg:main\n")
     with pytest.raises(BuildError, match=r"pkg-1\.0-py3-none-any\.whl"):
-        stage_wheels([wheel], fake_scheme(), tmp_path / "deep" / "stage")
+        install_wheels([wheel], fake_scheme())
     assert not [p for p in tmp_path.rglob("evil")]
 
 
 def test_an_unknown_data_scheme_is_refused(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg-1.0.data/etc/passwd": b"x\n"})
     with pytest.raises(BuildError, match="cannot install it"):
-        stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
+        install_wheels([wheel], fake_scheme())
 
 
 def test_a_wheel_whose_record_misses_files_installs_as_with_pip(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b""}, record=False)
-    staged = stage_wheels([wheel], fake_scheme(), tmp_path / "stage")
-    record = staged_file(staged, f"{SITE}/pkg-1.0.dist-info/RECORD").read_text()
+    staged = install_wheels([wheel], fake_scheme())
+    record = installed_bytes(staged, f"{SITE}/pkg-1.0.dist-info/RECORD").decode()
     assert "pkg/__init__.py,sha256=" in record and "pkg-1.0.dist-info/METADATA,sha256=" in record
 
 
@@ -318,4 +366,4 @@ def test_a_damaged_record_or_entry_points_file_is_a_build_error(
             archive.writestr("foo-1.0.dist-info/entry_points.txt", entry_points)
         archive.writestr("foo-1.0.dist-info/RECORD", record or "")
     with pytest.raises(BuildError, match=f"wheel {wheel.name}: cannot install it: {said}"):
-        stage_wheels([wheel], fake_scheme(), tmp_path / "root")
+        install_wheels([wheel], fake_scheme())
