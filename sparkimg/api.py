@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sparkimg._internal.locations import docker_config, signing_key_path
-from sparkimg.errors import BuildError, EngineError, UsageError
+from sparkimg.errors import BuildError, EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class Planned:
 def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Planned:
     """Each layer's key, whether it is built, and what changed since the last build. Without an
     engine the image shows as to build."""
-    from sparkimg.image.image import built_image
+    from sparkimg.image.image import image_state
     from sparkimg.lock import resolve as lock_mod
     from sparkimg.plan.keys import compute, image_key
     from sparkimg.source.preflight import run as run_preflight
@@ -211,7 +211,8 @@ def plan(spec_path: Path, *, store: Path | None = None, report: Reporter = silen
     lock = lock_mod.load_checked(spec, the_store)
     run_preflight(spec, lock, the_store, report=report)
     try:
-        image_id = built_image(engine(the_store), spec, image_key(spec, lock))
+        state = image_state(the_store, engine(the_store), spec, image_key(spec, lock))
+        image_id = state.engine_id if state.built else None
     except EngineError as exc:
         report(Event(Phase.PLAN, f"no engine ({exc.message}); the image layer shows as to build", kind=Kind.WARNING))
         image_id = None
@@ -263,13 +264,17 @@ class BuildOptions:
 @dataclass(frozen=True)
 class Built:
     result: BuildResult
-    receipt: Emitted
+    receipt: Emitted | None  # None only after ``--check``, whose verdict a receipt it could not write never hides
     prewarm: PrewarmResult | None
     check: CheckReport | None = None
+    receipt_error: str | None = None  # why ``receipt`` is None
 
     def to_json(self) -> dict[str, Any]:
-        out = {**self.result.to_json(), "receipt": str(self.receipt.path), "signed": self.receipt.signed,
+        out = {**self.result.to_json(), "receipt": str(self.receipt.path) if self.receipt else None,
+               "signed": bool(self.receipt and self.receipt.signed),
                "prewarm": self.prewarm.to_json() if self.prewarm else None}
+        if self.receipt_error is not None:
+            out["receipt_error"] = self.receipt_error
         if self.check is not None:
             out["check"] = self.check.to_json()
         return out
@@ -312,8 +317,15 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
         result.check = checked.to_receipt()
     warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
-    emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
-                   prewarm=warmed.entry if warmed else None)
+    try:
+        emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
+                       prewarm=warmed.entry if warmed else None)
+    except SparkimgError as exc:
+        if checked is None:
+            raise
+        # ``--check`` answers whether two builds agree; a receipt it could not update is a warning beside it.
+        tell(Event(Phase.RECEIPT, f"receipt not written: {exc}", kind=Kind.WARNING))
+        return Built(result, None, warmed.result if warmed else None, checked, receipt_error=str(exc))
     result.receipt = str(emitted.path)
     if emitted.signed:
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
@@ -349,18 +361,23 @@ def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildO
            said: list[Event], started_ns: int) -> None:
     """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
     (``build.stamp``); after anything else, forget the stamp."""
+    from sparkimg.formats.canonical import hex_of
     from sparkimg.image import stamp
+    from sparkimg.image.assemble import IMAGES
     from sparkimg.receipts.emit import RECORDS
     from sparkimg.spec import PathSource
 
     where = stamp.location(store.root, spec.path)
     result = built.result
-    if result.built or built.receipt.written or options.prewarm is not None or options.check \
-            or result.image_id is None or options.lock is not None:
+    if built.receipt is None or result.built or built.receipt.written or options.prewarm is not None \
+            or options.check or result.image_id is None or result.oci is None or options.lock is not None:
         stamp.forget(where)
         return
+    oci = result.oci
     files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
-             docker_config(), *stamp.own_code()]
+             store.record_path(IMAGES, result.plan.image.key), docker_config(), *stamp.own_code(),
+             *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
+                                                        *(layer.descriptor.digest for layer in oci.layers)))]
     links = [spec.path, lock.path]
     for source in spec.sources.values():
         if isinstance(source, PathSource):
@@ -394,7 +411,7 @@ def _check_built(result: BuildResult, store: Store, engine: Engine, overrides: O
     plan = result.plan
     if result.oci is None:
         raise BuildError(f"{result.image_ref}: the store has no assembly record of this image to compare with",
-                         hint="remove the image (`docker image rm`) and build again")
+                         hint=f"build it without --check first: sparkimg build {plan.spec.path}")
     base_tag = fetch_base(plan.spec, plan.lock, engine, report=report)
     return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report)
 
@@ -510,7 +527,9 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     record = image_record(the_store, key) if key else None
     if record is None:
         raise UsageError(f"{source}: the store has no image for key {key[:16] or '?'}",
-                         hint="save on the machine that built it (same --store), after `sparkimg build`")
+                         hint=f"build it into this store first: `sparkimg build {source}`" if source.suffix != ".json"
+                         else "build it into this store first: `sparkimg build SPEC`, with the spec and lock the "
+                         "receipt was built from")
     if (statement_facts.get("image.manifest_digest"), statement_facts.get("image.id")) != (
             record.manifest_digest, record.config_digest):
         raise UsageError(f"{envelope_path}: the receipt names manifest {statement_facts.get('image.manifest_digest')} "

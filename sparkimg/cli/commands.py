@@ -88,6 +88,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     if built.check is not None:
         render.check_report(built.check)
         return failed
+    if result.loaded:
+        render.line(f"{result.image_ref}: loaded into the engine from the store, nothing built ({result.image_id})")
+        return 0
     if not result.built:
         render.line(f"{result.image_ref}: up to date, nothing built ({result.image_id})")
         return 0

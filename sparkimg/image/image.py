@@ -1,8 +1,13 @@
 """The build stage: check the lock, fetch, compile what is not cached, assemble the image.
 
-Nothing is rebuilt whose key is already built: an unchanged spec asks the engine one
-question (is the image with this key there?) and builds nothing; a patch change rebuilds
-only the assembly.
+Nothing is rebuilt whose key is already built; a patch change rebuilds only the assembly.
+"Built" has one truth, the store's image record (manifest, config and new layer blobs, all
+present: ``assemble.image_record``); the engine's copy is derived from it. So an unchanged
+spec builds nothing when the store holds the record and the engine the same image; when the
+engine lost the image the store's record is handed to it again, nothing compiled; when the
+store lost the record (a new ``--store``, a cleaned cache, gc) the record is made again, from
+the store's cached layers where it has them, even though the engine still holds the image:
+push, save and ``build --check`` read the store, never the engine.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from sparkimg.engine.docker import Engine
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
-from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.oci import BaseImage, ImageRecord
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme
 from sparkimg.image.bounds import Overrides, derive
@@ -41,11 +46,13 @@ class BuildResult:
     receipt: str | None = None
     oci: ImageRecord | None = None
     check: dict[str, Any] | None = None  # what ``build --check`` found, recorded in the receipt
+    loaded: bool = False  # nothing built: the store's image handed to an engine that had lost it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "image": {"reference": self.image_ref, "id": self.image_id},
             "receipt": self.receipt,
+            "loaded_from_store": self.loaded,
             "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
                                                   "config": self.oci.config_digest,
                                                   "diff_ids": [layer.diff_id for layer in self.oci.layers]},
@@ -54,12 +61,32 @@ class BuildResult:
 
 
 def built_image(engine: Engine, spec: Spec, key: str) -> str | None:
-    """The one place that asks the engine whether an image key is built: the image ID when the
+    """The one place that asks the engine whether it holds an image key: the image ID when the
     key's tag is there and carries that key in its label, else None (one engine call)."""
     info = engine.inspect(image_ref(spec, key))
     if info is None or info.labels.get(KEY_LABEL) != key:
         return None
     return info.id
+
+
+@dataclass(frozen=True)
+class ImageState:
+    """Where an image key is: the store's record of it (the truth) and the engine's copy."""
+
+    record: ImageRecord | None
+    engine_id: str | None
+
+    @property
+    def built(self) -> bool:
+        """In the store, and the engine holds that very image: nothing to do."""
+        return self.record is not None and self.engine_id is not None \
+            and _matching(self.record, self.engine_id) is not None
+
+
+def image_state(store: Store, engine: Engine, spec: Spec, key: str) -> ImageState:
+    from sparkimg.image.assemble import image_record
+
+    return ImageState(image_record(store, key), built_image(engine, spec, key))
 
 
 def _engine_info(engine: Engine, builder: str | None) -> dict[str, str | None]:
@@ -96,15 +123,18 @@ def build(
     started = time.time()
     overrides = overrides or Overrides()
     lock_mod.check(spec, lock, store)
-    image_id = built_image(engine, spec, image_key(spec, lock))
-    if image_id is not None:
+    state = image_state(store, engine, spec, image_key(spec, lock))
+    if state.built:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
-        from sparkimg.image.assemble import image_record
-
         plan = compute(spec, lock, store, image_built=True).all_cached()
-        return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
-                           finished=time.time(), engine={"client": engine.version},
-                           oci=_matching(image_record(store, plan.image.key), image_id))
+        return BuildResult(plan, plan.image_ref, state.engine_id, records=compile_records(plan, store),
+                           started=started, finished=time.time(), engine={"client": engine.version},
+                           oci=state.record)
+    if state.record is not None:
+        return _load_again(spec, lock, store, engine, state.record, started, report)
+    if state.engine_id is not None:
+        report(Event(Phase.ASSEMBLE, f"{image_ref(spec, image_key(spec, lock))}: the engine holds it but the store "
+                     f"({store.root}) has no record of it; building the store's record again", "image", Kind.LOG))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
     from sparkimg.fetch.inputs import fetch
     from sparkimg.image.assemble import image_record
@@ -145,10 +175,10 @@ def build(
     image = plan.image
     oci_record: ImageRecord | None = None
     with store.lock(f"image-{image.key}"):
-        image_id = built_image(engine, spec, image.key)
-        if image_id is not None:
+        oci_record = image_record(store, image.key)
+        if oci_record is not None:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
-            oci_record = _matching(image_record(store, image.key), image_id)
+            image_id = into_engine(plan, oci_record, fetched.base_tag, store, engine, report)
             builder = None
         else:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
@@ -178,14 +208,45 @@ def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord]
     the engine's name for the image."""
     from sparkimg.fetch.inputs import base_image
     from sparkimg.image.assemble import assemble
-    from sparkimg.image.load import load
 
     base = base_image(plan.lock, store, report=report)
     record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report)
+    return record, into_engine(plan, record, base_tag, store, engine, report, base)
+
+
+def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, engine: Engine,
+                report: Reporter, base: BaseImage | None = None) -> str:
+    """The engine's ID of ``record`` under the plan's tag: loaded from the store unless the engine
+    holds that very image already (the store's record was made again for an image it kept)."""
+    from sparkimg.fetch.inputs import base_image
+    from sparkimg.image.load import load
+
+    held = built_image(engine, plan.spec, plan.image.key)
+    if held is not None and _matching(record, held) is not None:
+        report(Event(Phase.ASSEMBLE, f"load {plan.image_ref}: the engine holds this very image already", "image"))
+        return held
     previous = (store.read_record("state", plan.spec.name) or {}).get("image")
     known = [base_tag] + ([previous] if isinstance(previous, str) else [])
-    loaded = load(engine, store, record, base, plan.image_ref, known, report)
-    return record, loaded.image_id
+    base = base or base_image(plan.lock, store, report=report)
+    return load(engine, store, record, base, plan.image_ref, known, report).image_id
+
+
+def _load_again(spec: Spec, lock: Lock, store: Store, engine: Engine, record: ImageRecord, started: float,
+                report: Reporter) -> BuildResult:
+    """The store holds the image and the engine does not (removed, pruned, a fresh node): hand the
+    store's record to the engine again; nothing is compiled or assembled."""
+    from sparkimg.fetch.inputs import fetch
+
+    plan = compute(spec, lock, store, image_built=True).all_cached()
+    report(Event(Phase.ASSEMBLE, f"{plan.image_ref}: in the store, not in the engine; loading it again, "
+                 "nothing built", "image"))
+    fetched = fetch(spec, lock, store, engine, report=report)
+    assert fetched.base_tag is not None
+    image_id = into_engine(plan, record, fetched.base_tag, store, engine, report)
+    remember(plan, store)
+    return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
+                       finished=time.time(), blobs=dict(fetched.blobs), engine=_engine_info(engine, BUILDER),
+                       oci=record, loaded=True)
 
 
 def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> BaseScheme:

@@ -236,6 +236,8 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
         progress.layers = _failed_rows(spec, changed, said)
         raise
     progress.layers = _rows(spec, changed, built)
+    if built.receipt is None:
+        raise _Failed("sign", built.receipt_error or "no receipt was written")
     progress.receipt = str(built.receipt.path)
     progress.receipt_bytes = built.receipt.path.read_bytes()
     result = built.result

@@ -2,8 +2,9 @@
 
 A key covers the base digest, source digests, command, env, CUDA architectures, toolchain
 and parent keys; never the job count, the bounds or the time. The plan is pure over the
-spec, the lock and the store's records: whether the image layer is in the engine is asked
-in one place (``build.image.built_image``) and handed in as ``image_built``.
+spec, the lock and the store's records: whether the image is built (in the store, and that
+image in the engine) is asked in one place (``image.image.image_state``) and handed in as
+``image_built``.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def key_of(kind: str, inputs: dict[str, str]) -> str:
 
 def compute(spec: Spec, lock: Lock, store: Store, *, image_built: bool = False) -> Plan:
     """Keys, cached state and changes since the last build of this spec. Pure over the spec,
-    the lock and the store's records; ``image_built`` is the engine's answer for the image key."""
+    the lock and the store's records; ``image_built`` is ``image_state(...).built`` for the image key."""
     previous = (store.read_record("state", spec.name) or {}).get("layers", {})
     planned: list[PlannedLayer] = []
     for name, kind, inputs in layer_inputs(spec, lock):
@@ -154,7 +155,7 @@ def layer_record(store: Store, key: str) -> LayerRecord | None:
 
 def is_built(kind: str, key: str, inputs: dict[str, str], store: Store) -> bool:
     """A compile layer is built when its record and every output are in the store; a wheel when
-    its file is. The image layer is the engine's question (``build.image.built_image``)."""
+    its file is. The image is asked of the store and the engine together (``image.image.image_state``)."""
     if kind == "compile":
         record = layer_record(store, key)
         return record is not None and all(store.has(o.sha256) for o in record.outputs)

@@ -180,9 +180,10 @@ def test_a_stamped_no_op_answers_without_the_pipeline_and_any_change_goes_the_wh
     code, again, _ = cli(capsys, store, "build", str(demo), "--json")
     assert code == 0 and len(calls) == 1 and all(cached(again).values())
 
-    engine.remove_image(built["image"]["reference"])  # the image gone: the build goes the whole way and rebuilds it
+    engine.remove_image(built["image"]["reference"])  # the image gone: the whole way, loaded again from the store
     code, rebuilt, _ = cli(capsys, store, "build", str(demo), "--json")
-    assert code == 0 and len(calls) == 2 and cached(rebuilt)["image"] is False
+    assert code == 0 and len(calls) == 2 and rebuilt["loaded_from_store"] is True
+    assert rebuilt["image"]["id"] == built["image"]["id"]
     engine.remove_image(rebuilt["image"]["reference"])
 
 
