@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sparkimg.source.preflight import Verdict
     from sparkimg.spec import Spec
     from sparkimg.store.content import Store
+    from sparkimg.store.gc import Collection
 
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "Built",
     "Checked",
     "Cleaned",
+    "Collection",
     "NightOptions",
     "NodeRequest",
     "NoopAnswer",
@@ -75,6 +77,7 @@ __all__ = [
     "doctor",
     "engine",
     "fetch",
+    "gc",
     "history",
     "keygen",
     "load",
@@ -109,6 +112,7 @@ _LAZY = {
     "NightOptions": ("sparkimg.nightly.run", "Options"),
     "ReceiptReport": ("sparkimg.receipts.verify", "Report"),
     "NoopAnswer": ("sparkimg.image.stamp", "Stamp"),
+    "Collection": ("sparkimg.store.gc", "Collection"),
 }
 
 
@@ -291,11 +295,9 @@ def signing_key(path: Path | None) -> PrivateKey | None:
 def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Path | None = None,
           report: Reporter = silent) -> Built:
     """Fetch, compile in bounds, audit, assemble; then prewarm (when asked) and write the receipt."""
-    from sparkimg.image.bounds import Overrides
-    from sparkimg.image.image import build as build_image
-    from sparkimg.image.image import described
     from sparkimg.lock import resolve as lock_mod
-    from sparkimg.receipts.emit import emit, has_statement
+    from sparkimg.plan.keys import plan_keys
+    from sparkimg.store.roots import lease, remember_root
 
     started_ns = time.time_ns()
     said = Collected()  # what this build reports, kept for the no-op stamp
@@ -306,6 +308,23 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
     the_store = _store(store)
     spec = load(spec_path, tell, the_store)
     lock = lock_mod.load(spec) if options.lock is None else lock_mod.load_candidate(spec, options.lock)
+    keys = plan_keys(spec, lock)
+    # The lease keeps gc off what this build reads and writes; the root, once it is built, after it.
+    with lease(the_store, lock=lock.path, keys=keys):
+        built = _build(spec, lock, the_store, options, tell, said.events, started_ns)
+        if options.lock is None:
+            remember_root(the_store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=keys)
+    return built
+
+
+def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell: Reporter, said: list[Event],
+           started_ns: int) -> Built:
+    """The build itself, under its lease."""
+    from sparkimg.image.bounds import Overrides
+    from sparkimg.image.image import build as build_image
+    from sparkimg.image.image import described
+    from sparkimg.receipts.emit import emit, has_statement
+
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
     the_engine = engine(the_store)
@@ -334,7 +353,7 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
                    "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
     built = Built(result, emitted, warmed.result if warmed else None, checked)
-    _stamp(spec, lock, the_store, the_engine, options, built, said.events, started_ns)
+    _stamp(spec, lock, the_store, the_engine, options, built, said, started_ns)
     return built
 
 
@@ -835,11 +854,25 @@ def rollback(spec_path: Path, entry: str, *, state: Path | None = None, store: P
 # -- doctor ----------------------------------------------------------------------------------
 
 
-def doctor() -> list[dict[str, Any]]:
-    """What this machine can do: engine, cgroups, memory, nvcc, GPU, store."""
+def doctor(*, store: Path | None = None) -> list[dict[str, Any]]:
+    """What this machine can do: engine, cgroups, memory, nvcc, GPU, store (and what gc would reclaim)."""
     from sparkimg.doctor.checks import diagnose
 
-    return diagnose()
+    return diagnose(store)
+
+
+def gc(*, store: Path | None = None, keep: Sequence[Path] = (), keep_storage: int | None = None,
+       dry_run: bool = False) -> Collection:
+    """Remove from the store what no root reaches (``store.gc``): blobs, layer and image records,
+    compressed caches, dead work folders; ``keep_storage`` removes only the least recently used
+    of it, until the blobs left fit; ``dry_run`` removes nothing and says what it would."""
+    from sparkimg.store.gc import collect
+
+    for path in keep:
+        if not path.exists():
+            raise UsageError(f"--keep-root {path}: no such file or folder",
+                             hint="name a receipt, a lock file or a folder of them")
+    return collect(_store(store), keep=keep, keep_storage=keep_storage, dry_run=dry_run)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                         + (f" ({', '.join(cleaned.containers)})" if cleaned.containers else "")
                         + f" and {cleaned.folders} work folder(s)")
         return 0
-    checks = api.doctor()
+    checks = api.doctor(store=args.store)
     ok = all(c["ok"] or not c["required"] for c in checks)
     if not _emit(args, {"ok": ok, "checks": checks}):
         rows: list[list[render.Cell]] = [[c["name"], render.state("ok", "green") if c["ok"] else
@@ -119,6 +119,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 for c in checks]
         render.table("sparkimg doctor", ["check", "state", "detail"], rows)
     return 0 if ok else 1
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    done = api.gc(store=args.store, keep=args.keep_root, keep_storage=args.keep_storage, dry_run=args.dry_run)
+    if _emit(args, done.to_json()):
+        return 0
+    blobs = sum(d.kind == "blob" for d in done.removed)
+    if args.dry_run:
+        for d in done.removed:
+            render.line(f"  {d.kind:<18} {format_size(d.size):>10}  {d.path}")
+    render.line(f"{'would remove' if args.dry_run else 'removed'} {blobs} blob(s) and {len(done.removed) - blobs} "
+                f"record(s), {format_size(done.removed_bytes)}; kept {format_size(done.kept_bytes)} that "
+                f"{len(done.roots)} root(s) reach" + (f"; {done.work_folders} dead work folder(s)"
+                                                      if done.work_folders else ""))
+    return 0
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -397,6 +412,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": cmd_plan,
     "build": cmd_build,
     "doctor": cmd_doctor,
+    "gc": cmd_gc,
     "keygen": cmd_keygen,
     "patches": cmd_patches,
     "verify-receipt": cmd_verify_receipt,

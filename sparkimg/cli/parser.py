@@ -32,6 +32,7 @@ EXAMPLES = {
     "promote": "sparkimg promote layers/demo.yaml 20261203T020000Z   # after your own qualification",
     "rollback": "sparkimg rollback layers/demo.yaml --to 20261202T020000Z",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
+    "gc": "sparkimg gc --dry-run      # then: sparkimg gc, or sparkimg gc --keep-storage 200g",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
@@ -258,6 +259,13 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")
+    p = command("gc", "remove from the store what no root reaches: the specs built with it (their last build, "
+                "current lock, receipts and kept nights), running builds, and --keep-root paths", spec=False)
+    p.add_argument("--dry-run", action="store_true", help="remove nothing; list what would go and its bytes")
+    p.add_argument("--keep-storage", type=_size, metavar="SIZE", help="remove only the least recently used "
+                   "unreachable blobs, until the store's blobs take at most SIZE (e.g. 200g)")
+    p.add_argument("--keep-root", type=Path, action="append", default=[], metavar="PATH",
+                   help="also keep what this file (a receipt, a lock) or folder of them names; repeatable")
     return root
 
 

@@ -17,7 +17,7 @@ def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[s
     return {"name": name, "ok": ok, "detail": detail, "required": required}
 
 
-def diagnose() -> list[dict[str, Any]]:
+def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
     from sparkimg.engine.docker import Engine
 
     checks = [_check("python", sys.version_info >= (3, 11), sys.version.split()[0])]
@@ -48,9 +48,12 @@ def diagnose() -> list[dict[str, Any]]:
                          "--gpus", required=False))
     try:
         from sparkimg.store.content import Store
+        from sparkimg.store.gc import reclaimable
 
-        store = Store()
-        checks.append(_check("store", True, str(store.root)))
+        store = Store(store_root)
+        size, spare = reclaimable(store)
+        checks.append(_check("store", True, f"{store.root}: {format_size(size)} of blobs; `sparkimg gc` would "
+                             f"reclaim {format_size(spare)}"))
     except SparkimgError as exc:
         checks.append(_check("store", False, exc.message))
     return checks

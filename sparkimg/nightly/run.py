@@ -14,13 +14,14 @@ import html
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.locations import signing_key_path
 from sparkimg._internal.times import rfc3339
+from sparkimg._internal.units import format_size
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import pretty, sha256_prefixed
@@ -29,6 +30,8 @@ from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
 from sparkimg.spec import CompileLayer, Spec
+from sparkimg.store.gc import collect
+from sparkimg.store.roots import ROOTS, remember_nightly, root_name
 
 if TYPE_CHECKING:
     from sparkimg.distribution.push import Pushed
@@ -124,6 +127,9 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
     if options.keep is not None and options.keep < 1:
         raise UsageError(f"--keep {options.keep}: keep at least the night just run", hint="e.g. --keep 30")
     state = State(options.state or default_folder(spec.path))
+    # Its kept nights are roots of the store's gc (``store.roots``).
+    remember_nightly(store, spec.path, lock=lock_mod.lock_path(spec), receipts=spec.root / "receipts",
+                     folder=state.root)
     # One night per spec at a time, whatever its state folder or store: the candidate lock sits beside
     # the spec and the lock is the spec's.
     with state.locked(), _spec_locked(spec):
@@ -163,7 +169,7 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
             state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
         if options.keep is not None:
             try:
-                _prune(state, options.keep, pipeline, tell)
+                _prune(state, options.keep, pipeline, store, spec.path, tell)
             except (SparkimgError, OSError) as exc:  # the night is recorded; pruning waits for the next
                 why = exc.message if isinstance(exc, SparkimgError) else str(exc)
                 tell(Event(Phase.NIGHTLY, f"prune: {why}; nothing more was removed", kind=Kind.WARNING))
@@ -173,13 +179,15 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
     return night
 
 
-def _prune(state: State, keep: int, pipeline: Pipeline, tell: Reporter) -> None:
-    """Drop the nights past ``keep`` (``State.prune``) and untag, in the engine, each image only
-    those nights named: the layers of an image nothing names are then the engine's to free. The
-    registry's tags are left to the registry's own retention."""
+def _prune(state: State, keep: int, pipeline: Pipeline, store: Store, spec_path: Path, tell: Reporter) -> None:
+    """Drop the nights past ``keep`` (``State.prune``), their receipts, and untag, in the engine,
+    each image only those nights named: the layers of an image nothing names are then the
+    engine's to free; then collect the store's garbage (``store.gc``), so what only those nights
+    reached leaves the disk. The registry's tags are left to the registry's own retention."""
     removed, kept = state.prune(keep)
     if not removed:
         return
+    _drop_receipts(removed, kept, store, spec_path)
     named = {e.image.reference for e in kept if e.image is not None}
     orphans = sorted({e.image.reference for e in removed if e.image is not None} - named)
     untagged = 0
@@ -194,6 +202,23 @@ def _prune(state: State, keep: int, pipeline: Pipeline, tell: Reporter) -> None:
     tell(Event(Phase.NIGHTLY, f"pruned {len(removed)} night(s) past the newest {keep} "
                f"({removed[0].entry} .. {removed[-1].entry}); untagged {untagged} image(s) only they named",
                figures={"pruned": len(removed), "untagged": untagged}))
+    collected = collect(store)
+    tell(Event(Phase.NIGHTLY, f"gc: removed {len(collected.removed)} store entries "
+               f"({format_size(collected.removed_bytes)}) no kept night, receipt or spec reaches",
+               figures={"removed_bytes": collected.removed_bytes}))
+
+
+def _drop_receipts(removed: Sequence[Entry], kept: Sequence[Entry], store: Store, spec_path: Path) -> None:
+    """The receipt files only pruned nights named (they would keep their images in the store for
+    ever: every receipt under ``receipts/`` is a gc root), except the spec's own build's."""
+    named = {e.receipt for e in kept if e.receipt}
+    own = store.read_record(ROOTS, root_name(spec_path))
+    image_key = str(((own or {}).get("keys") or [""])[-1])
+    for entry in removed:
+        path = Path(entry.receipt) if entry.receipt else None
+        if path is None or entry.receipt in named or (image_key and path.name.startswith(image_key[:16])):
+            continue
+        path.unlink(missing_ok=True)
 
 
 def report_of(entry: Entry, state: State) -> dict[str, Any]:

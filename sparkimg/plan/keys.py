@@ -129,6 +129,11 @@ def key_of(kind: str, inputs: dict[str, str]) -> str:
     return digest_of({"v": KEY_VERSION, "kind": kind, "inputs": inputs})
 
 
+def plan_keys(spec: Spec, lock: Lock) -> list[str]:
+    """Every layer's key, the image's last: what a running build's lease keeps (``store.roots``)."""
+    return [key_of(kind, inputs) for _, kind, inputs in layer_inputs(spec, lock)]
+
+
 def compute(spec: Spec, lock: Lock, store: Store, *, image_built: bool = False) -> Plan:
     """Keys, cached state and changes since the last build of this spec. Pure over the spec,
     the lock and the store's records; ``image_built`` is ``image_state(...).built`` for the image key."""

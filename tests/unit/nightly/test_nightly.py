@@ -20,6 +20,7 @@ from sparkimg.nightly.moving import layer_changes, moved, moving_inputs
 from sparkimg.nightly.run import _plain_html, one_line
 from sparkimg.nightly.state import State
 from sparkimg.spec import load_spec
+from sparkimg.store.content import Store
 from tests.formats import GOOD, loaded, lock_file, lock_json
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,12 +59,13 @@ def test_pruning_keeps_the_newest_the_one_in_service_and_every_known_good_night(
     said: list[str] = []
     with state.locked():
         _prune(state, 3, Pipeline(load=None, build=None, engine=lambda: engine),  # type: ignore[arg-type]
-               lambda event: said.append(event.message))
+               Store(tmp_path / "store"), tmp_path / "demo.yaml", lambda event: said.append(event.message))
     assert [e.entry for e in state.entries()] == [ids[1], ids[2], *ids[-3:]]
     assert (state.entries_dir / "20261208T020000Z").is_dir() and not list(state.root.glob(".tmp-*"))
     # night 0's image is night 5's too (kept); night 3's is named by no kept night
     assert untagged == ["sparkimg/demo:kkkkkkkkkkkkkkk3"]
-    assert said == [f"pruned 2 night(s) past the newest 3 ({ids[0]} .. {ids[3]}); untagged 1 image(s) only they named"]
+    assert said[0] == f"pruned 2 night(s) past the newest 3 ({ids[0]} .. {ids[3]}); untagged 1 image(s) only they named"
+    assert said[1].startswith("gc: removed 0 store entries")
     with state.locked():
         assert state.prune(3)[0] == []
     with pytest.raises(UsageError, match="keep at least"):

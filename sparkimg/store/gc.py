@@ -1,0 +1,262 @@
+"""Garbage collection of the store: keep what a root reaches, remove the rest.
+
+Marking is by reference, as Nix finds a store path's references by scanning it for hashes:
+every sha256 (64 hex digits) and git commit (40) written in a root is live; so is every record
+named by a live one (``images/KEY``, ``layers/KEY``, ``statements/KEY``, ``audits/KEY``,
+``git/COMMIT``) and every blob; records and small JSON blobs (manifests, configs, indexes)
+that are live are scanned in turn, until nothing new is found. A receipt's DSSE payload is
+decoded and scanned. Caches keyed by something no document names (``oci-layers`` by the key
+of a layer's inputs, ``compressed-layers`` by diff_id and compressor) are live when they name
+a live digest. Scanning needs no knowledge of each format and errs on the side of keeping: a
+digest that merely appears in a live document keeps its blob.
+
+Roots (``store.roots``): each spec built with this store whose file still exists (its last
+build's keys, its current lock, every receipt under its receipts folder, every entry of its
+nightly state folders), every live lease, and ``--keep-root PATH`` files or folders.
+
+Removal is safe under kill -9 at any point: records go before blobs, each by one unlink,
+and everything the store reads checks that the blobs a record names are there (a record
+whose blob is gone is no record), so a half-done gc leaves a store that ``build`` trusts.
+Small caches that name no blob (base schemes, nvcc answers, parsed specs, memos, stamps,
+build state) are kept; git mirrors are kept (``docs/lock.md``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkimg.store.content import Store
+from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
+
+HEX = re.compile(rb"(?<![0-9a-f])(?:[0-9a-f]{64}|[0-9a-f]{40})(?![0-9a-f])")
+NAMED = ("images", "layers", "statements", "audits", "git")  # records named by a key or a commit
+NAMING = ("oci-layers", "compressed-layers")  # caches live when they name a live digest
+SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned for references
+LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems
+
+
+@dataclass(frozen=True)
+class Doomed:
+    """One thing gc removes (or would): a blob or a record."""
+
+    path: Path
+    size: int
+    kind: str  # "blob" or the record's kind
+    used: float  # last use (the later of atime and mtime): --keep-storage removes the oldest first
+    modified: float
+
+
+@dataclass
+class Collection:
+    """What one gc found and did."""
+
+    roots: list[str] = field(default_factory=list)
+    live: int = 0  # digests and keys reached
+    kept_bytes: int = 0
+    removed: list[Doomed] = field(default_factory=list)
+    work_folders: int = 0
+    dry_run: bool = False
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(d.size for d in self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        blobs = [d for d in self.removed if d.kind == "blob"]
+        return {"dry_run": self.dry_run, "roots": self.roots, "live": self.live, "kept_bytes": self.kept_bytes,
+                "removed_bytes": self.removed_bytes, "removed_blobs": len(blobs),
+                "removed_records": len(self.removed) - len(blobs), "work_folders": self.work_folders,
+                "removed": [{"path": str(d.path), "kind": d.kind, "size": d.size} for d in self.removed]}
+
+
+def references(data: bytes) -> set[str]:
+    """Every sha256 and commit written in ``data``, and in a DSSE envelope's payload."""
+    found = {m.decode() for m in HEX.findall(data)}
+    if b'"payload"' in data:
+        try:
+            envelope = json.loads(data)
+            found |= references(base64.b64decode(envelope["payload"], validate=True))
+        except (ValueError, KeyError, TypeError):
+            pass
+    return found
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+    elif path.is_dir():
+        for parent, _, names in os.walk(path):
+            for name in sorted(names):
+                yield Path(parent) / name
+
+
+def _root_documents(store: Store, keep: Sequence[Path], locked: bool) -> tuple[list[str], set[str], float | None]:
+    """(what the roots are, the digests they name, the start of the oldest live lease)."""
+    described: list[str] = []
+    named: set[str] = set()
+    for record in sorted((store.root / "records" / ROOTS).glob("*.json")):
+        try:
+            data = json.loads(record.read_bytes())
+            spec = Path(data["spec"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not spec.is_file():
+            continue  # the spec is gone: so is its root (its record is removed below)
+        described.append(f"spec {spec}")
+        named.update(str(k) for k in data.get("keys", []))
+        places = [Path(data.get("lock", "")), Path(data.get("receipts", "")),
+                  *(Path(f) / "entries" for f in data.get("nightly", []))]
+        for path in (p for place in places if str(place) not in ("", ".") for p in _files(place)):
+            named |= references(_read(path))
+    oldest: float | None = None
+    for held in live_leases(store, remove_dead=locked):
+        described.append(f"running build {held.path.name}")
+        named.update(held.keys)
+        if held.lock:
+            named |= references(_read(Path(held.lock)))
+        oldest = held.started if oldest is None else min(oldest, held.started)
+    for path in keep:
+        described.append(f"--keep-root {path}")
+        for file in _files(path):
+            named |= references(_read(file))
+    return described, named, oldest
+
+
+def _record_files(store: Store, kinds: Iterable[str]) -> Iterator[tuple[str, Path]]:
+    for kind in kinds:
+        folder = store.root / "records" / kind
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.json")):
+                yield kind, path
+
+
+def mark(store: Store, named: set[str]) -> set[str]:
+    """Every digest, key and commit reachable from ``named``."""
+    live: set[str] = set()
+    frontier = set(named)
+    naming = dict.fromkeys(_record_files(store, NAMING))
+    while frontier:
+        while frontier:
+            name = frontier.pop()
+            if name in live:
+                continue
+            live.add(name)
+            documents = [store.record_path(kind, name) for kind in NAMED]
+            blob = store.blob(name)
+            try:
+                if blob.stat().st_size <= SCANNED_BLOB:
+                    with blob.open("rb") as handle:
+                        if handle.read(1) == b"{":
+                            documents.append(blob)
+            except OSError:
+                pass
+            for path in documents:
+                frontier |= references(_read(path)) - live
+        for cache in list(naming):
+            names = references(_read(cache[1]))
+            if names & live:
+                frontier |= names - live
+                del naming[cache]
+    return live
+
+
+def _doomed(path: Path, kind: str) -> Doomed | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return Doomed(path, st.st_size, kind, max(st.st_atime, st.st_mtime), st.st_mtime)
+
+
+def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> tuple[Collection, list[Doomed]]:
+    """What gc would keep and remove, records first then blobs (nothing removed; ``locked``: under
+    the gc lock, where dead leases are cleared)."""
+    roots, named, oldest = _root_documents(store, keep, locked)
+    live = mark(store, named)
+    protected = None if oldest is None else oldest - LEASE_SLACK_S
+    found = Collection(roots=roots, live=len(live))
+    doomed: list[Doomed] = []
+
+    def young(d: Doomed) -> bool:
+        return protected is not None and d.modified >= protected
+
+    for kind, path in _record_files(store, NAMED):
+        if path.stem not in live and (d := _doomed(path, kind)) is not None and not young(d):
+            doomed.append(d)
+    for kind, path in _record_files(store, NAMING):
+        if not references(_read(path)) & live and (d := _doomed(path, kind)) is not None and not young(d):
+            doomed.append(d)
+    for _, path in _record_files(store, (ROOTS,)):
+        try:
+            gone = not Path(json.loads(path.read_bytes())["spec"]).is_file()
+        except (OSError, ValueError, KeyError, TypeError):
+            gone = True
+        if gone and (d := _doomed(path, ROOTS)) is not None:
+            doomed.append(d)
+    blobs = store.root / "blobs" / "sha256"
+    for path in sorted(blobs.iterdir()):
+        d = _doomed(path, "blob")
+        if d is None:
+            continue
+        if path.name in live or young(d):
+            found.kept_bytes += d.size
+        else:
+            doomed.append(d)
+    return found, doomed
+
+
+def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None = None,
+            dry_run: bool = False) -> Collection:
+    """Remove what no root reaches (``--keep-storage``: only the least recently used of it, until
+    the blobs left take at most that many bytes). Under the store's gc lock: builds that start
+    meanwhile wait; the leases of those already running are roots."""
+    with store.lock(GC_LOCK):
+        found, doomed = survey(store, keep, locked=True)
+        if keep_storage is not None:
+            doomed = _over(found, doomed, keep_storage)
+        found.removed, found.dry_run = doomed, dry_run
+        if not dry_run:
+            found.work_folders = store.sweep()
+            for d in doomed:  # records first: a record never names a blob that is gone while it stays
+                d.path.unlink(missing_ok=True)
+    return found
+
+
+def _over(found: Collection, doomed: list[Doomed], budget: int) -> list[Doomed]:
+    """The least recently used unreachable blobs, until the blobs left fit ``budget``, and the
+    unreachable records that name one of them (the others stay: a cache whose blob stays is useful)."""
+    blobs = sorted((d for d in doomed if d.kind == "blob"), key=lambda d: d.used)
+    total = found.kept_bytes + sum(d.size for d in blobs)
+    chosen: list[Doomed] = []
+    for d in blobs:
+        if total <= budget:
+            break
+        chosen.append(d)
+        total -= d.size
+    gone = {d.path.name for d in chosen}
+    records = [d for d in doomed if d.kind != "blob"
+               and (d.kind == ROOTS or references(_read(d.path)) & gone or d.path.stem in gone)]
+    found.kept_bytes += sum(d.size for d in blobs if d not in chosen)
+    return records + chosen
+
+
+def reclaimable(store: Store) -> tuple[int, int]:
+    """(the store's blob bytes, what ``gc`` would remove of them now), for ``doctor``."""
+    found, doomed = survey(store)
+    return found.kept_bytes + sum(d.size for d in doomed if d.kind == "blob"), \
+        sum(d.size for d in doomed if d.kind == "blob")
+
