@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.locations import docker_config, signing_key_path
 from sparkimg.errors import BuildError, EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
@@ -457,6 +458,8 @@ def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path,
     return _Warmed(warmed, receipt_entry(warmed))
 
 
+RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound
+
 # -- push ------------------------------------------------------------------------------
 
 
@@ -496,7 +499,8 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     written = receipt or receipt_path(spec, key)
     if receipt is not None and not receipt.is_file():
         raise UsageError(f"--receipt {receipt}: no such file", hint="pass the receipt `sparkimg build` wrote")
-    data = written.read_bytes() if written.is_file() else None
+    data = read_input(written, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote") \
+        if written.exists() else None
     if data is None:
         report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
     return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, compression=compressor,
@@ -563,7 +567,8 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     base = BaseImage(base_manifest.read_bytes(), the_store.blob(base_config.split(":", 1)[1]).read_bytes())
     base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
     name = tag or str(statement_facts.get("image.reference") or "")
-    return save_archive(record, base, base_repository, the_store, envelope_path.read_bytes(), name, output,
+    envelope = read_input(envelope_path, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote")
+    return save_archive(record, base, base_repository, the_store, envelope, name, output,
                         without_base=without_base, report=report)
 
 

@@ -6,8 +6,10 @@ Over the distribution API: each blob is asked for first (HEAD) and skipped when 
 has it; a base layer is mounted from the base's repository when that lives on the same
 registry, else streamed from the base's registry; new layers and the config come from the
 store. Uploads go in chunks (PATCH with Content-Range, then PUT with the digest), so a
-multi-GB layer never sits in memory. Then the manifest, by digest, and its tags. A patch-only
-change sends one small layer, the config and the manifest.
+multi-GB layer never sits in memory. Then, in this order: the manifest by digest, the receipt
+(its blobs, its artifact manifest, the referrers fallback index), and only then the tags, so
+that no tag ever names an image whose receipt is not there yet (docs/distribution.md). A
+patch-only change sends one small layer, the config and the manifest.
 
 With ``--compression gzip|zstd`` the new layers (stored as plain tars) are compressed first, in
 parallel, deterministically and once per (diff_id, compressor) (``compression.py``); the
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
+from sparkimg._internal.net.http import stream_within
 from sparkimg._internal.net.registry import ImageRef, RegistryClient
 from sparkimg.distribution.compression import Compressor, compressed
 from sparkimg.errors import ResolveError, UsageError
@@ -105,10 +108,13 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
                           chunks=lambda d=descriptor.digest: _file_chunks(store, d)))
     done.append(_blob(client, to, record.config_digest, len(config), report, chunks=lambda: iter([config])))
     media_type = record.media_type
-    for reference in (manifest_digest, *tags):
-        put_manifest(client, to, reference, manifest, media_type, manifest_digest)
+    # Tags last: a push that fails at any step before leaves every tag where it was; one that
+    # fails between tags leaves those moved on a complete image with its receipt attached.
+    put_manifest(client, to, manifest_digest, manifest, media_type, manifest_digest)
     attached = attach(client, to, oci.Descriptor(media_type, manifest_digest, len(manifest)), receipt,
                       store, report) if receipt is not None else None
+    for tag in tags:
+        put_manifest(client, to, tag, manifest, media_type, manifest_digest)
     report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{manifest_digest} "
                  f"({', '.join(tags) or 'no tags'}): {sum(b.sent for b in done)} bytes sent, "
                  f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
@@ -235,7 +241,7 @@ def client_stream(client: RegistryClient, ref: ImageRef, digest: str, size: int)
     response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
     hashed = hashlib.sha256()
     received = 0
-    for chunk in response.iter_content(CHUNK):
+    for chunk in stream_within(response, f"{ref.registry}/{ref.repository}: blob {digest}", CHUNK):
         received += len(chunk)
         if received > size:
             response.close()

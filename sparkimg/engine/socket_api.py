@@ -9,7 +9,9 @@ import json
 import os
 from pathlib import Path
 
+from sparkimg._internal.fs.files import read_input
 from sparkimg._internal.locations import docker_config
+from sparkimg.errors import UsageError
 
 # The daemon's version as the last answer's ``Server: Docker/VERSION (os)`` header gave it: what
 # ``docker version`` would ask for, known without another request.
@@ -25,8 +27,8 @@ def api_socket(client: str) -> str | None:
     if not host.startswith("unix://"):
         return None
     try:
-        context = json.loads(docker_config().read_text()).get("currentContext")
-    except (OSError, ValueError, AttributeError, RecursionError):
+        context = json.loads(read_input(docker_config(), 4 << 20)).get("currentContext")
+    except (OSError, ValueError, AttributeError, RecursionError, UsageError):
         context = None
     if context not in (None, "", "default"):
         return None

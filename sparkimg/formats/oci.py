@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkimg.errors import FetchError
-from sparkimg.formats.canonical import sha256_prefixed
+from sparkimg.formats.canonical import loads, sha256_prefixed
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -238,7 +238,8 @@ def built_manifest(manifest: bytes, diff_ids: Sequence[str]) -> bytes | None:
     except FetchError:
         return None
     layers, family = document.get("layers"), document.get("mediaType") or OCI_MANIFEST
-    if family not in FAMILIES or not isinstance(layers, list) or len(layers) != len(diff_ids):
+    if not isinstance(family, str) or family not in FAMILIES or not isinstance(layers, list) \
+            or len(layers) != len(diff_ids):
         return None
     restored, changed = [], False
     for layer, diff_id in zip(layers, diff_ids, strict=True):
@@ -273,7 +274,7 @@ def blob_path(digest: str) -> str:
 
 def _object(raw: bytes, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except ValueError as exc:
         raise FetchError(f"{what}: not JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -434,7 +435,7 @@ def receipt_layer(artifact: bytes, subject: str) -> Descriptor:
 def docker_archive_layers(manifest_json: bytes) -> tuple[str, list[str], list[str]]:
     """A ``docker load`` archive's one entry: (its config path, its repo tags, its layer paths)."""
     try:
-        found = json.loads(manifest_json)
+        found = loads(manifest_json)
     except ValueError as exc:
         raise FetchError(f"manifest.json: not JSON ({exc})") from None
     entry = found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None

@@ -140,7 +140,9 @@ def _shape_problem(data: Any) -> str | None:
     fields = ("flashinfer", "cuda_architectures", "workspace", "modules", "runner")
     if not isinstance(predicate, dict) or any(f not in predicate for f in fields):
         return f"predicate must hold {', '.join(fields)}"
-    if not all(isinstance(m, dict) and isinstance(m.get("files"), list) for m in predicate["modules"]):
+    modules = predicate["modules"]
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("files"), list)
+                                                for m in modules):
         return "predicate.modules must list objects with files"
     return None
 

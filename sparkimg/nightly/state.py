@@ -26,10 +26,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from sparkimg._internal.fs.atomic import fsync_dir, write_atomic
+from sparkimg._internal.fs.files import read_input, regular_file
 from sparkimg.errors import BusyError, UsageError
 from sparkimg.formats.canonical import loads, pretty
 from sparkimg.formats.nightly import Entry
 
+STATE_FILE_BYTES = 64 << 20  # an entry's JSON, lock or receipt; a larger one is not sparkimg's
 ENTRY_ID = re.compile(r"^\d{8}T\d{6}Z(-\d+)?$")
 ENTRY_FILE = "entry.json"
 LOCK_FILE = "lock.json"
@@ -125,10 +127,18 @@ class State:
             raise UsageError(f"{folder}: no such entry", hint="list them with `sparkimg history SPEC`")
         write_atomic(folder / ENTRY_FILE, pretty(entry.to_json()))
 
+    def _read(self, path: Path) -> bytes:
+        """A file of the state folder: a regular file that resolves inside it (an entry that links
+        elsewhere, or a FIFO, is refused), of a bounded size. FileNotFoundError when absent."""
+        if not path.exists() and not path.is_symlink():
+            raise FileNotFoundError(path)
+        real = regular_file(path, self.root, within=f"the state folder {self.root}")
+        return read_input(real, STATE_FILE_BYTES, hint="move it out of the state folder")
+
     def get(self, entry_id: str) -> Entry:
         path = self.folder(entry_id) / ENTRY_FILE
         try:
-            raw = path.read_bytes()
+            raw = self._read(path)
         except FileNotFoundError:
             known = ", ".join(e.entry for e in self.entries()[-5:]) or "none yet"
             raise UsageError(f"{self.root}: no nightly entry {entry_id} (latest: {known})",
@@ -158,16 +168,20 @@ class State:
 
     def lock_bytes(self, entry_id: str) -> bytes | None:
         """The lock a built entry was built from, byte for byte; None when it kept none."""
-        path = self.folder(entry_id) / LOCK_FILE
-        return path.read_bytes() if path.is_file() else None
+        try:
+            return self._read(self.folder(entry_id) / LOCK_FILE)
+        except FileNotFoundError:
+            return None
 
     def current(self) -> str | None:
         """The entry in service (its lock is the spec's lock, its image has the moving tag)."""
         path = self.root / "current.json"
-        if not path.is_file():
+        try:
+            raw = self._read(path)
+        except FileNotFoundError:
             return None
         try:
-            found = loads(path.read_bytes()).get("entry")
+            found = loads(raw).get("entry")
         except (ValueError, AttributeError):
             raise UsageError(f"{path}: not a current-entry pointer",
                              hint="remove it; the next built night writes it again") from None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal.fs.files import regular_file
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import EngineError, ResolveError, UsageError
@@ -247,6 +248,11 @@ def _patches(folder: Path, statement: Statement) -> list[Check]:
     listed = patches_mod.read_mounts(folder) if (folder / patches_mod.MOUNTS).is_file() else {}
     on_disk = set(listed)
     files = sorted(set(mine) | on_disk)
+    for file in files:  # what `build` and `patches check` refuse, refused here before any read
+        if "/" in file or file.startswith(".") or not file:
+            raise UsageError(f"{folder}: '{file}' is not a plain file name inside {folder.name}/",
+                             hint="a patch set holds plain files, listed by name in mounts.txt")
+        regular_file(folder / file, folder, within=f"the patch set {folder}")
     hashed = hash_many([folder / f for f in files], ("sha256", "md5"))
     checks = []
     for file in files:

@@ -92,17 +92,34 @@ def generate(prefix: Path, *, force: bool = False) -> PrivateKey:
     return private
 
 
+KEY_BYTES = 64 << 10  # a PEM P-256 key is under 1 KiB; anything this large is not one
+
+
+def _key_bytes(path: Path, what: str, hint: str) -> bytes:
+    """A key file's bytes: a regular file of at most ``KEY_BYTES`` (``--key /dev/zero`` or a huge
+    file is refused before it is read into memory, a FIFO before it blocks)."""
+    from sparkimg._internal.fs.files import read_input
+    from sparkimg.errors import UsageError
+
+    try:
+        return read_input(path, KEY_BYTES, hint=hint)
+    except FileNotFoundError:
+        raise KeyFileError(f"{path}: cannot read the {what} (no such file)", hint=hint) from None
+    except UsageError as exc:
+        raise KeyFileError(f"{exc.message} (the {what})", hint=hint) from None
+
+
 def load_private(path: Path) -> PrivateKey:
     """The signing key at ``path``; refused when group or others can read it."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
+    hint = "create one with `sparkimg keygen --out PREFIX`"
     try:
         mode = path.stat().st_mode
-        data = path.read_bytes()
     except OSError as exc:
-        raise KeyFileError(f"{path}: cannot read the signing key ({exc.strerror})",
-                           hint="create one with `sparkimg keygen --out PREFIX`") from None
+        raise KeyFileError(f"{path}: cannot read the signing key ({exc.strerror})", hint=hint) from None
+    data = _key_bytes(path, "signing key", hint)
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise KeyFileError(f"{path}: the private key is accessible by others (mode {stat.S_IMODE(mode):04o})",
                            hint=f"chmod 600 {path}")
@@ -123,10 +140,7 @@ def load_public(path: Path) -> PublicKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise KeyFileError(f"{path}: cannot read the public key ({exc.strerror})") from None
+    data = _key_bytes(path, "public key", "pass the .pub file written by `sparkimg keygen`")
     try:
         key = serialization.load_pem_public_key(data)
     except ValueError as exc:

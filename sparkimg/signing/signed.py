@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkimg._internal.fs.atomic import write_atomic
+from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg.errors import DowngradeError, UsageError
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
@@ -66,10 +67,11 @@ def _existing(path: Path) -> dsse.Envelope | None:
     if not path.exists():
         return None
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DowngradeError(f"{path}: cannot read it ({exc.strerror}), so its signatures cannot be kept",
-                             hint="fix its permissions, or write elsewhere (build --receipt PATH)") from None
+        raw = read_input(path, 64 * MiB, hint="write elsewhere (build --receipt PATH)")
+    except FileNotFoundError:
+        return None
+    except UsageError as exc:  # a FIFO, a folder, a huge file in its place: never replaced blind
+        raise DowngradeError(f"{exc.message}, so its signatures cannot be kept", hint=exc.hint) from None
     try:
         return dsse.parse(raw, str(path))
     except UsageError:

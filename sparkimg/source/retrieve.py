@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from sparkimg._internal.fs import tree as _tree
-from sparkimg.errors import FetchError
+from sparkimg.errors import FetchError, ResolveError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.lockfile import PathPin, PypiPin, SourcePin
 from sparkimg.store.content import CHUNK, Store
@@ -97,12 +97,15 @@ def _download(url: str) -> Iterator[bytes]:
         return
     import requests  # here, not at module level: importing it costs ~0.1 s that only downloads need
 
+    from sparkimg._internal.net.http import stream_within
     from sparkimg._internal.net.pypi import index_credentials
 
     try:
         with requests.get(url, stream=True, timeout=60, auth=index_credentials(url)) as response:
             if response.status_code != 200:
                 raise FetchError(f"{url}: HTTP {response.status_code}")
-            yield from response.iter_content(CHUNK)
+            yield from stream_within(response, url, CHUNK)
     except requests.RequestException as exc:
         raise FetchError(f"{url}: {exc.__class__.__name__}: {exc}") from None
+    except ResolveError as exc:
+        raise FetchError(exc.message, hint=exc.hint) from None

@@ -24,7 +24,6 @@ build state) are kept; git mirrors are kept (``docs/lock.md``).
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkimg.formats.canonical import loads
 from sparkimg.store.content import Store
 from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
 
@@ -81,7 +81,7 @@ def references(data: bytes) -> set[str]:
     found = {m.decode() for m in HEX.findall(data)}
     if b'"payload"' in data:
         try:
-            envelope = json.loads(data)
+            envelope = loads(data)
             found |= references(base64.b64decode(envelope["payload"], validate=True))
         except (ValueError, KeyError, TypeError):
             pass
@@ -110,7 +110,7 @@ def _root_documents(store: Store, keep: Sequence[Path], locked: bool) -> tuple[l
     named: set[str] = set()
     for record in sorted((store.root / "records" / ROOTS).glob("*.json")):
         try:
-            data = json.loads(record.read_bytes())
+            data = loads(record.read_bytes())
             spec = Path(data["spec"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -202,7 +202,7 @@ def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> 
             doomed.append(d)
     for _, path in _record_files(store, (ROOTS,)):
         try:
-            gone = not Path(json.loads(path.read_bytes())["spec"]).is_file()
+            gone = not Path(loads(path.read_bytes())["spec"]).is_file()
         except (OSError, ValueError, KeyError, TypeError):
             gone = True
         if gone and (d := _doomed(path, ROOTS)) is not None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkimg.formats.canonical import loads
 from sparkimg.store.content import Store
 
 ROOTS = "roots"  # store records: a spec built with this store, by the sha256 of its path
@@ -106,7 +107,7 @@ def live_leases(store: Store, *, remove_dead: bool = False) -> list[Lease]:
                 try:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    data: Any = json.loads(handle.read() or b"{}")
+                    data: Any = loads(handle.read() or b"{}")
                     found.append(Lease(path, float(data.get("started", 0)), str(data.get("lock", "")),
                                        tuple(str(k) for k in data.get("keys", []))))
                     continue

@@ -62,6 +62,7 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     code, verified, err = cli(capsys, store, *node)
     assert code == 0 and verified["ok"], err
     assert {c["stage"] for c in verified["checks"]} == {"signature", "statement", "image", "patches"}
+    _hostile_node_inputs(capsys, store, node, tmp_path)
 
     # An attacker pushes another image under the same tag with a receipt of its own key.
     second = _rebuild_with_patch(capsys, store, demo, tmp_path / "attacker.key", tmp_path / "v2.json")
@@ -145,3 +146,30 @@ def test_a_compressed_push_pulls_under_the_build_receipt_and_a_changed_size_does
         assert code == 1 and "zstd" in err and "--compression gzip" in err
     else:
         assert code == 0, err
+
+
+def _hostile_node_inputs(capsys: pytest.CaptureFixture[str], store: Path, node: tuple[str, ...],
+                         tmp_path: Path) -> None:
+    """What verify-node refuses as build does, with exit 2 and a message, at once: a patch file
+    that links out of its folder, a FIFO in its place, a huge "key" (``/dev/zero``)."""
+    import os
+    import shutil
+    import time
+
+    folder = Path(node[node.index("--patches") + 1])
+    for name, make in (("link", lambda p: p.symlink_to("/etc/passwd")), ("fifo", os.mkfifo)):
+        hostile = tmp_path / name / folder.name  # the receipt knows the set by its folder name
+        shutil.copytree(folder, hostile)
+        (hostile / "runtime.conf").unlink()
+        make(hostile / "runtime.conf")
+        args = [*node]
+        args[args.index("--patches") + 1] = str(hostile)
+        started = time.monotonic()
+        code, out, err = cli(capsys, store, *args)
+        assert code == 2 and "runtime.conf" in err and time.monotonic() - started < 1.0, (out, err)
+        assert ("outside" if name == "link" else "not a regular file") in err
+    args = [*node]
+    args[args.index("--key") + 1] = "/dev/zero"
+    started = time.monotonic()
+    code, _, err = cli(capsys, store, *args)
+    assert code == 2 and "/dev/zero" in err and "Traceback" not in err and time.monotonic() - started < 1.0, err

@@ -8,6 +8,7 @@ import os
 import stat
 from pathlib import Path
 
+from sparkimg._internal.units import format_size
 from sparkimg.errors import UsageError
 
 MiB = 1 << 20
@@ -69,5 +70,5 @@ def read_input(path: Path, limit: int, *, hint: str | None = None) -> bytes:
     finally:
         os.close(fd)
     if size > limit:
-        raise UsageError(f"{path}: larger than {limit // MiB} MiB; not the file sparkimg expects here", hint=hint)
+        raise UsageError(f"{path}: larger than {format_size(limit)}; not the file sparkimg expects here", hint=hint)
     return b"".join(chunks)

@@ -8,11 +8,17 @@ exhaust memory. Every document sparkimg asks for (manifests, indexes, configs, t
 project page, an error message) is small, so each is read here with a limit, and refused with
 a ``ResolveError`` naming the URL when it passes the limit or ``DEADLINE_S``. Streams of layers
 and files are checked by digest as they are written, not here.
+
+Every body, a document's or a stream's, is also held to a stall rule (``Pace``): at least
+``STALL_BYTES`` every ``STALL_S`` seconds. A server that sends a byte a second keeps each socket
+read inside its timeout and a small document inside the deadline for minutes; the stall rule
+ends it in 20 s with a message that names the stall.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -26,6 +32,8 @@ CONFIG_MAX = 16 << 20  # an image config with a long history, or another small b
 TOKEN_MAX = 1 << 20
 ERROR_TEXT = 200  # characters of an error body quoted in a message
 DEADLINE_S = 300.0  # for the whole body of one document
+STALL_S = 20.0  # every this long, a body must have brought at least STALL_BYTES more
+STALL_BYTES = 16 << 10
 MAX_REDIRECTS = 5
 _REDIRECTS = (301, 302, 303, 307, 308)
 _PIECE = 64 << 10
@@ -61,6 +69,46 @@ def request(session: Any, method: str, url: str, *, headers: dict[str, str] | No
     raise ResolveError(f"{url}: more than {MAX_REDIRECTS} redirects", hint="check the server's address")
 
 
+class Pace:
+    """The stall rule for one body: ``arrived`` is told each piece; a window of ``STALL_S`` seconds
+    that brought fewer than ``STALL_BYTES`` raises ``ResolveError`` naming ``what``."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.since, self.got = what, time.monotonic(), 0
+
+    def stalled(self, size: int) -> str | None:
+        """Why the body counts as stalled after a piece of ``size`` bytes, or None."""
+        self.got += size
+        now = time.monotonic()
+        if now - self.since < STALL_S:
+            return None
+        if self.got < STALL_BYTES:
+            return f"{self.what}: the transfer stalled: {self.got} bytes in {now - self.since:.0f} s"
+        self.since, self.got = now, 0
+        return None
+
+    def arrived(self, size: int) -> None:
+        if (why := self.stalled(size)) is not None:
+            raise ResolveError(why, hint="the server is too slow or holding the connection; try again later")
+
+
+def stream_within(response: requests.Response, what: str, piece: int = 1 << 20) -> Iterator[bytes]:
+    """A streamed body in pieces as they arrive, held to the stall rule; a broken transfer is a
+    ``ResolveError`` naming ``what``. Closes the response when done or abandoned."""
+    import requests
+    import urllib3
+
+    pace = Pace(what)
+    try:
+        while chunk := response.raw.read1(piece, decode_content=True):
+            pace.arrived(len(chunk))
+            yield chunk
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ResolveError(f"{what}: the transfer broke off: {exc.__class__.__name__}") from None
+    finally:
+        response.close()
+
+
 def declared_length(response: requests.Response) -> int | None:
     """The body size the response's ``Content-Length`` announces; None when it announces none, or
     not in ASCII digits (``"²".isdigit()`` holds, and ``int("²")`` fails)."""
@@ -81,10 +129,12 @@ def read_within(response: requests.Response, limit: int, what: str) -> bytes:
                            hint="this is not the small document asked for; check the server")
     body = bytearray()
     started = time.monotonic()
+    pace = Pace(what)
     try:
         # read1: what has arrived (decoded), so the deadline is checked as often as bytes come
         while piece := response.raw.read1(_PIECE, decode_content=True):
             body += piece
+            pace.arrived(len(piece))
             if len(body) > limit:
                 raise ResolveError(f"{what}: the server sent more than {limit} bytes",
                                    hint="this is not the small document asked for; check the server")
@@ -108,11 +158,11 @@ def error_text(response: requests.Response) -> str:
     import urllib3
 
     head = bytearray()
-    started = time.monotonic()
+    started, pace = time.monotonic(), Pace("the error body")
     try:
         while piece := response.raw.read1(4096, decode_content=True):  # as it arrives, as in read_within
             head += piece
-            if len(head) >= 4 * ERROR_TEXT or time.monotonic() - started > DEADLINE_S:
+            if len(head) >= 4 * ERROR_TEXT or pace.stalled(len(piece)) or time.monotonic() - started > DEADLINE_S:
                 break
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError):
         pass

@@ -13,10 +13,12 @@ import hashlib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from sparkimg._internal.fs.files import read_input
 from sparkimg._internal.locations import docker_config
 from sparkimg._internal.net.http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within, request
-from sparkimg.errors import ResolveError
+from sparkimg.errors import ResolveError, UsageError
 from sparkimg.formats.canonical import loads
 
 if TYPE_CHECKING:
@@ -30,7 +32,9 @@ MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 )
+CONFIG_FILE_BYTES = 4 << 20  # the docker client's config.json; a larger one is not read
 _LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -88,7 +92,7 @@ class RegistryClient:
             body, media_type, digest = self._manifest(ref, entry)
         if media_type not in MANIFEST_TYPES:
             raise ResolveError(f"{reference}:{tag_or_digest}: unsupported manifest type {media_type!r}")
-        config_digest = str(body["config"]["digest"])
+        config_digest = _config_digest(body, f"{reference}:{tag_or_digest}")
         config = self._blob_json(ref, config_digest)
         found = f"{config.get('os')}/{config.get('architecture')}"
         if found != platform:
@@ -151,15 +155,23 @@ class RegistryClient:
         import requests
 
         key = f"{ref.registry}/{ref.repository}/{scope}"
+        # Credentials stay with the host that asked for them: an upload Location (or any URL) on
+        # another host gets none, as a redirect of a read gets none (``_http.request``).
+        own = urlsplit(url).netloc == urlsplit(ref.base_url).netloc
         for attempt in range(2):
-            sent = dict(headers or {})
-            if key in self._tokens:
+            sent = {k: v for k, v in (headers or {}).items() if own or k.lower() != "authorization"}
+            if key in self._tokens and own:
                 sent["Authorization"] = self._tokens[key]
             try:
                 response = request(self.session, method, url, headers=sent, data=data, timeout=self.timeout)
             except requests.RequestException as exc:
                 raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
                                    hint="check the registry address and that it is running") from None
+            if response.status_code == 401 and not own:
+                response.close()
+                raise ResolveError(f"{method} {url}: asks for credentials, and they belong to {ref.registry}",
+                                   hint=f"{ref.registry} sent this request to another host; sparkimg sends its "
+                                   "credentials to no other host")
             if response.status_code == 401 and attempt == 0:
                 response.close()
                 self._tokens[key] = self._authorization(ref, response.headers.get("WWW-Authenticate", ""), scope)
@@ -216,16 +228,33 @@ class RegistryClient:
         return str(token)
 
 
+def _config_digest(manifest: dict[str, Any], what: str) -> str:
+    """The config digest an image manifest names; a ``ResolveError`` when it names none."""
+    config = manifest.get("config")
+    digest = config.get("digest") if isinstance(config, dict) else None
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise ResolveError(f"{what}: the manifest names no valid config digest ({str(digest)[:80]!r})")
+    return digest
+
+
 def _pick(index: dict[str, Any], platform: str, what: str) -> str:
+    """The digest an index lists for ``platform``; whatever else the registry put there is ignored,
+    and an index without a usable entry is a ``ResolveError`` saying what it offers."""
     os_name, _, arch = platform.partition("/")
-    for entry in index.get("manifests", []):
-        plat = entry.get("platform", {})
-        if plat.get("os") == os_name and plat.get("architecture") == arch:
-            return str(entry["digest"])
-    offered = sorted(
-        f"{m.get('platform', {}).get('os')}/{m.get('platform', {}).get('architecture')}"
-        for m in index.get("manifests", [])
-    )
+    found = index.get("manifests")
+    entries = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+
+    def where(entry: dict[str, Any]) -> tuple[Any, Any]:
+        plat = entry.get("platform")
+        return (plat.get("os"), plat.get("architecture")) if isinstance(plat, dict) else (None, None)
+
+    for entry in entries:
+        if where(entry) == (os_name, arch):
+            digest = entry.get("digest")
+            if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+                raise ResolveError(f"{what}: its {platform} entry has no valid digest ({str(digest)[:80]!r})")
+            return digest
+    offered = sorted(f"{o}/{a}" for o, a in map(where, entries))
     raise ResolveError(f"{what} has no {platform} image (offers {', '.join(offered) or 'nothing'})")
 
 
@@ -234,8 +263,8 @@ def _credentials(registry: str) -> tuple[str, str] | None:
     its credential helper for that registry (``credHelpers``), else its store (``credsStore``),
     else the ``auths`` entry. A config or entry that cannot be read gives none (anonymous)."""
     try:
-        config = loads(docker_config().read_text())
-    except (OSError, ValueError):
+        config = loads(read_input(docker_config(), CONFIG_FILE_BYTES).decode())
+    except (OSError, ValueError, UsageError):  # absent, a FIFO, huge, not JSON: anonymous
         return None
     if not isinstance(config, dict):
         return None

@@ -9,6 +9,7 @@ set SPARKIMG_FUZZ_EXAMPLES to run more.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -215,3 +216,53 @@ def test_damaged_patch_sets(tree: Path, mounts: str, md5: str, sha: bytes) -> No
     spec = tree / "patched.yaml"
     spec.write_text(GOOD.replace("dir: patches/demo\n", "dir: patches/fuzzed\n", 1))
     _exit(["check", str(spec)])
+
+
+# -- what a registry or an archive hands over ---------------------------------------------------
+
+_DIGEST_A = "sha256:" + "a" * 64
+_MANIFEST = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+             "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": _DIGEST_A, "size": 2},
+             "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": _DIGEST_A, "size": 3,
+                         "annotations": {"dev.sparkimg.tar.size": "10"}}]}
+_INDEX = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+    {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": _DIGEST_A, "size": 9,
+     "platform": {"os": "linux", "architecture": "arm64"}, "artifactType": "application/vnd.sparkimg.receipt.v1+json",
+     "annotations": {"io.containerd.image.name": "x:1", "dev.sparkimg.receipt": _DIGEST_A}}]}
+_ARTIFACT = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+             "artifactType": "application/vnd.sparkimg.receipt.v1+json",
+             "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": _DIGEST_A, "size": 9},
+             "layers": [{"mediaType": "application/vnd.dsse.envelope.v1+json", "digest": _DIGEST_A, "size": 9}]}
+_DOCKER_ARCHIVE = [{"Config": "blobs/sha256/" + "a" * 64, "RepoTags": ["x:1"], "Layers": ["blobs/sha256/" + "a" * 64]}]
+
+
+def _bytes_of(valid: Any) -> st.SearchStrategy[bytes]:
+    return st.one_of(damaged(valid).map(lambda d: _text(d).encode()), raw_bytes)
+
+
+@FUZZ
+@given(manifest=_bytes_of(_MANIFEST), index=_bytes_of(_INDEX), artifact=_bytes_of(_ARTIFACT),
+       archive=_bytes_of(_DOCKER_ARCHIVE))
+def test_damaged_registry_and_archive_documents(manifest: bytes, index: bytes, artifact: bytes, archive: bytes) -> None:
+    """Each parser of a document a registry serves or an archive holds returns, or refuses with a
+    SparkimgError; nothing else escapes (no KeyError, TypeError, RecursionError)."""
+    from sparkimg._internal.net.registry import _config_digest, _json_object, _pick
+    from sparkimg.formats import oci
+
+    def survives(parse: Any) -> None:
+        with contextlib.suppress(SparkimgError):
+            parse()
+
+    survives(lambda: oci.built_manifest(manifest, ["sha256:" + "b" * 64]))
+    survives(lambda: oci.BaseImage(manifest, b"{}").layers)
+    survives(lambda: oci.BaseImage(manifest, index).diff_ids)
+    survives(lambda: _pick(_json_object(index, "http://r/v2/x/manifests/t", "index"), "linux/arm64", "x"))
+    survives(lambda: _config_digest(_json_object(manifest, "http://r/v2/x/manifests/t", "manifest"), "x"))
+    survives(lambda: oci.receipt_referrers(index))
+    survives(lambda: oci.referrers_index(index, b"{}"))
+    survives(lambda: oci.LayoutEntry.parse(index))
+    survives(lambda: oci.receipt_layer(artifact, _DIGEST_A))
+    survives(lambda: oci.docker_archive_layers(archive))
+    with contextlib.suppress(ValueError, RecursionError):  # a store record is JSON the store wrote: damaged, not raw
+        record = json.loads(manifest)
+        survives(lambda: oci.ImageRecord.from_json(record, "fuzz"))

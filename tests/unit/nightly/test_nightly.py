@@ -72,6 +72,31 @@ def test_pruning_keeps_the_newest_the_one_in_service_and_every_known_good_night(
         state.prune(0)
 
 
+def test_an_entry_or_file_that_resolves_outside_the_state_folder_is_refused(tmp_path: Path) -> None:
+    elsewhere = State(tmp_path / "elsewhere")
+    elsewhere.write(_entry("20261201T020000Z"), {"lock.json": b'{"forged": true}'})
+    state = State(tmp_path / "state")
+    state.write(_entry("20261202T020000Z"), {"lock.json": b"{}"})
+    (state.entries_dir / "20261201T020000Z").symlink_to(elsewhere.folder("20261201T020000Z"))
+    for read in (lambda: state.get("20261201T020000Z"), lambda: state.lock_bytes("20261201T020000Z"),
+                 lambda: state.entries()):
+        with pytest.raises(UsageError, match="outside the state folder"):
+            read()
+    assert [e.entry for e in state.entries(tolerant=True)] == ["20261202T020000Z"]
+    lock = state.folder("20261202T020000Z") / "lock.json"
+    lock.unlink()
+    lock.symlink_to(elsewhere.folder("20261201T020000Z") / "lock.json")  # one file linked out
+    with pytest.raises(UsageError, match="outside the state folder"):
+        state.lock_bytes("20261202T020000Z")
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(UsageError, match="not a regular file"):
+        state.lock_bytes("20261202T020000Z")
+    (state.root / "current.json").symlink_to("/dev/zero")
+    with pytest.raises(UsageError):
+        state.current()
+
+
 def test_a_pruner_killed_mid_way_leaves_whole_entries_and_a_swept_remainder(tmp_path: Path) -> None:
     state = State(tmp_path / "state")
     state.write(_entry("20261201T020000Z"), {"report.json": b"{}"})
