@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sparkimg._internal.fs.files import MiB, read_input
-from sparkimg._internal.locations import docker_config, signing_key_path
-from sparkimg.errors import BuildError, EngineError, SparkimgError, UsageError
+from sparkimg._internal.locations import signing_key_path
+from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sparkimg.engine.docker import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
-    from sparkimg.formats.statement import Descriptor, RunMetadata, Statement
+    from sparkimg.formats.statement import RunMetadata, Statement
     from sparkimg.image.bounds import Budget, Overrides
     from sparkimg.image.check import CheckReport
     from sparkimg.image.image import BuildResult
@@ -321,10 +321,13 @@ def build(spec_path: Path, options: BuildOptions = BuildOptions(), *, store: Pat
 def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell: Reporter, said: list[Event],
            started_ns: int) -> Built:
     """The build itself, under its lease."""
+    from sparkimg.image import stamp
     from sparkimg.image.bounds import Overrides
+    from sparkimg.image.check import check_built
     from sparkimg.image.image import build as build_image
     from sparkimg.image.image import described
-    from sparkimg.receipts.emit import emit, has_statement
+    from sparkimg.prewarm.warm import prewarm_built
+    from sparkimg.receipts.emit import RECORDS, emit, has_statement
 
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
@@ -332,20 +335,20 @@ def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell
     result = build_image(spec, lock, the_store, the_engine, overrides, report=tell)
     if not result.built and not has_statement(result, the_store):
         result = described(result, the_store, the_engine, tell)  # the receipt is written again: in full
-    checked = _check_built(result, the_store, the_engine, overrides, tell) if options.check else None
+    checked = check_built(result, the_store, the_engine, overrides, tell) if options.check else None
     if checked is not None:
         result.check = checked.to_receipt()
-    warmed = _prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
+    warmed = prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
     try:
         emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
-                       prewarm=warmed.entry if warmed else None)
+                       prewarm=warmed[1] if warmed else None)
     except SparkimgError as exc:
         if checked is None:
             raise
         # ``--check`` answers whether two builds agree; a receipt it could not update is a warning beside it.
         tell(Event(Phase.RECEIPT, f"receipt not written: {exc}", kind=Kind.WARNING))
-        return Built(result, None, warmed.result if warmed else None, checked, receipt_error=str(exc))
+        return Built(result, None, warmed[0] if warmed else None, checked, receipt_error=str(exc))
     result.receipt = str(emitted.path)
     if emitted.signed:
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
@@ -353,10 +356,17 @@ def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell
     else:
         tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
                    "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
-    built = Built(result, emitted, warmed.result if warmed else None, checked)
-    _stamp(spec, lock, the_store, the_engine, options, built, said, started_ns)
+    built = Built(result, emitted, warmed[0] if warmed else None, checked)
+    where = stamp.location(the_store.root, spec.path)
+    if emitted.written or result.built or options.prewarm is not None or options.check \
+            or options.lock is not None:
+        stamp.forget(where)  # only a no-op of the spec's own lock is stamped
+    else:
+        stamp.keep_noop(where, spec, lock, the_store, the_engine, result, receipt_file=emitted.path,
+                        statement_file=the_store.record_path(RECORDS, result.plan.image.key),
+                        output=built.to_json(), said=said, started_ns=started_ns, key=options.key,
+                        receipt=options.receipt, record_host=options.record_host)
     return built
-
 
 
 def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None = None,
@@ -375,87 +385,6 @@ def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None =
         return found if found is not None and found.holds(ctx) else None
     except Exception:  # deliberately broad: see the docstring; tests/unit/image/test_stamp.py
         return None
-
-
-def _stamp(spec: Spec, lock: Lock, store: Store, engine: Engine, options: BuildOptions, built: Built,
-           said: list[Event], started_ns: int) -> None:
-    """After a no-op, stamp what it read and said, so the next one is answered in milliseconds
-    (``build.stamp``); after anything else, forget the stamp."""
-    from sparkimg.formats.canonical import hex_of
-    from sparkimg.image import stamp
-    from sparkimg.image.assemble import IMAGES
-    from sparkimg.receipts.emit import RECORDS
-    from sparkimg.spec import PathSource
-
-    where = stamp.location(store.root, spec.path)
-    result = built.result
-    if built.receipt is None or result.built or built.receipt.written or options.prewarm is not None \
-            or options.check or result.image_id is None or result.oci is None or options.lock is not None:
-        stamp.forget(where)
-        return
-    oci = result.oci
-    files = [spec.path, lock.path, built.receipt.path, store.record_path(RECORDS, result.plan.image.key),
-             store.record_path(IMAGES, result.plan.image.key), docker_config(), *stamp.own_code(),
-             *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
-                                                        *(layer.descriptor.digest for layer in oci.layers)))]
-    links = [spec.path, lock.path]
-    for source in spec.sources.values():
-        if isinstance(source, PathSource):
-            files += stamp.tree(source.path)
-            links.append(spec.root / source.written)
-    for patch_set in spec.patches:
-        files += stamp.tree(patch_set.dir)
-        links.append(spec.root / patch_set.written)
-    if spec.toolchain.cuda == "host" and spec.toolchain.path:
-        nvcc = Path(spec.toolchain.path) / "bin" / "nvcc"
-        files += [nvcc, nvcc.resolve()]
-    if (key := signing_key_path(options.key)) is not None:
-        files.append(key)
-    image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
-             "socket": engine.api_socket or "", "client": engine.client}
-    ctx = stamp.context(store.root, key=options.key, receipt=options.receipt, record_host=options.record_host)
-    made = stamp.Stamp.of(ctx, files, links, image, built.to_json(), [e.to_json() for e in said],
-                          started_ns=started_ns)
-    if made is None:
-        stamp.forget(where)
-    else:
-        stamp.write(where, made)
-
-
-def _check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
-                 report: Reporter) -> CheckReport:
-    """``build --check``: every layer again from scratch, compared with the build just done."""
-    from sparkimg.fetch.inputs import fetch_base
-    from sparkimg.image.check import rebuild_and_compare
-
-    plan = result.plan
-    if result.oci is None:
-        raise BuildError(f"{result.image_ref}: the store has no assembly record of this image to compare with",
-                         hint=f"build it without --check first: sparkimg build {plan.spec.path}")
-    base_tag = fetch_base(plan.spec, plan.lock, engine, report=report)
-    return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report)
-
-
-@dataclass(frozen=True)
-class _Warmed:
-    result: PrewarmResult
-    entry: Descriptor
-
-
-def _prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
-                   key: PrivateKey | None, report: Reporter) -> _Warmed:
-    """``build --prewarm``: the spec's kernel set, compiled inside the image just built."""
-    from sparkimg.image.bounds import derive
-    from sparkimg.prewarm.runner import runner_for
-    from sparkimg.prewarm.targets import target_of_spec
-    from sparkimg.prewarm.warm import prewarm as warm
-    from sparkimg.prewarm.warm import receipt_entry
-
-    target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
-    budget = derive(target.kernels.bounds, overrides, layer="prewarm")
-    runner = runner_for("image", target, engine=engine, budget=budget)
-    warmed = warm(target, runner, cache, budget, key, report)
-    return _Warmed(warmed, receipt_entry(warmed))
 
 
 RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound

@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.fs.hashing import sha256_of
 from sparkimg.engine.docker import Engine
@@ -30,6 +30,9 @@ from sparkimg.image.bounds import Overrides, derive
 from sparkimg.plan.keys import Plan
 from sparkimg.spec import CompileLayer
 from sparkimg.store.content import Store
+
+if TYPE_CHECKING:
+    from sparkimg.image.image import BuildResult
 
 CHECK = "sparkimg-check/1"
 
@@ -255,3 +258,17 @@ def _zip_member_sha256(archive: zipfile.ZipFile, name: str) -> str:
 def _zip_meta(info: zipfile.ZipInfo) -> str:
     return f"date={info.date_time} attr={info.external_attr:o} method={info.compress_type}"
 
+
+
+def check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
+                report: Reporter) -> CheckReport:
+    """``build --check``: every layer of the build just done again from scratch, compared with it."""
+    from sparkimg.errors import BuildError
+    from sparkimg.fetch.inputs import fetch_base
+
+    plan = result.plan
+    if result.oci is None:
+        raise BuildError(f"{result.image_ref}: the store has no assembly record of this image to compare with",
+                         hint=f"build it without --check first: sparkimg build {plan.spec.path}")
+    base_tag = fetch_base(plan.spec, plan.lock, engine, report=report)
+    return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report)

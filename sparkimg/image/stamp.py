@@ -20,12 +20,19 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkimg import __version__
 from sparkimg._internal.fs.files import identity
 from sparkimg._internal.locations import KEY_ENV, signing_key_path
 from sparkimg.engine import socket_api as engine_api
+
+if TYPE_CHECKING:
+    from sparkimg.engine.docker import Engine
+    from sparkimg.image.image import BuildResult
+    from sparkimg.lock.resolve import Lock
+    from sparkimg.spec import Spec
+    from sparkimg.store.content import Store
 
 VERSION = 1
 KEY_LABEL = "dev.sparkimg.key"  # plan.KEY_LABEL; a test keeps the two equal
@@ -140,3 +147,45 @@ def forget(path: Path) -> None:
         path.unlink()
     except OSError:
         return
+
+
+def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine, result: BuildResult, *,
+              receipt_file: Path, statement_file: Path, output: dict[str, Any], said: list[Any], started_ns: int,
+              key: Path | None, receipt: Path | None, record_host: bool) -> None:
+    """After a no-op build of the spec's own lock: stamp what it read (the store's image record and
+    blobs among it) and said, so the next one is answered in milliseconds; forget the stamp when
+    the build cannot be stamped (no image, no store record)."""
+    from sparkimg._internal.locations import docker_config
+    from sparkimg.formats.canonical import hex_of
+    from sparkimg.image.assemble import IMAGES
+    from sparkimg.spec import PathSource
+
+    oci = result.oci
+    if result.image_id is None or oci is None:
+        forget(where)
+        return
+    files = [spec.path, lock.path, receipt_file, statement_file,
+             store.record_path(IMAGES, result.plan.image.key), docker_config(), *own_code(),
+             *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
+                                                        *(layer.descriptor.digest for layer in oci.layers)))]
+    links = [spec.path, lock.path]
+    for source in spec.sources.values():
+        if isinstance(source, PathSource):
+            files += tree(source.path)
+            links.append(spec.root / source.written)
+    for patch_set in spec.patches:
+        files += tree(patch_set.dir)
+        links.append(spec.root / patch_set.written)
+    if spec.toolchain.cuda == "host" and spec.toolchain.path:
+        nvcc = Path(spec.toolchain.path) / "bin" / "nvcc"
+        files += [nvcc, nvcc.resolve()]
+    if (chosen := signing_key_path(key)) is not None:
+        files.append(chosen)
+    image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
+             "socket": engine.api_socket or "", "client": engine.client}
+    ctx = context(store.root, key=key, receipt=receipt, record_host=record_host)
+    made = Stamp.of(ctx, files, links, image, output, [e.to_json() for e in said], started_ns=started_ns)
+    if made is None:
+        forget(where)
+    else:
+        write(where, made)

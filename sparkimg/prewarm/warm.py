@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.fs.hashing import digest_file
 from sparkimg.errors import BuildError
@@ -25,6 +25,12 @@ from sparkimg.prewarm.runner import Runner
 from sparkimg.prewarm.targets import Target
 from sparkimg.prewarm.worker import EVENT, JOURNAL
 from sparkimg.signing.keys import PrivateKey
+
+if TYPE_CHECKING:
+    from sparkimg.engine.docker import Engine
+    from sparkimg.image.bounds import Overrides
+    from sparkimg.image.image import BuildResult
+    from sparkimg.spec import Spec
 
 
 @dataclass
@@ -173,3 +179,18 @@ def _raise_for(code: int, events: Events, what: str) -> None:
     hint = ("run it in the serving environment (the image, or --runner host --python PY with flashinfer-python)"
             if code == 3 else "see the compile output above; a rerun resumes with the modules already built")
     raise BuildError(f"{what} failed (worker exit {code}):\n{detail}", hint=hint)
+
+
+def prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
+                  key: PrivateKey | None, report: Reporter) -> tuple[Result, Descriptor]:
+    """``build --prewarm``: the spec's kernel set compiled inside the image just built; the result
+    and its entry for the receipt."""
+    from sparkimg.image.bounds import derive
+    from sparkimg.prewarm.runner import runner_for
+    from sparkimg.prewarm.targets import target_of_spec
+
+    target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
+    budget = derive(target.kernels.bounds, overrides, layer="prewarm")
+    runner = runner_for("image", target, engine=engine, budget=budget)
+    warmed = prewarm(target, runner, cache, budget, key, report)
+    return warmed, receipt_entry(warmed)
