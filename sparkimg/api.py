@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.locations import signing_key_path
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from sparkimg.engine.docker import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
+    from sparkimg.formats.oci import ImageRecord
     from sparkimg.formats.statement import RunMetadata, Statement
     from sparkimg.image.bounds import Budget, Overrides
     from sparkimg.image.check import CheckReport
@@ -98,6 +99,7 @@ __all__ = [
     "rollback",
     "run_args",
     "save",
+    "sbom",
     "show_receipt",
     "signing_key",
     "verify_node",
@@ -387,6 +389,51 @@ def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None =
         return None
 
 
+class _Stored(NamedTuple):
+    spec: Spec
+    store: Store
+    lock: Lock
+    key: str
+    record: ImageRecord
+
+
+def _stored_image(spec_path: Path, store: Path | None, report: Reporter) -> _Stored:
+    """The spec, store, checked lock, image key and the store's record of the image it builds;
+    refused, naming the command that makes it, when the store has none."""
+    from sparkimg.image.assemble import image_record
+    from sparkimg.lock import resolve as lock_mod
+    from sparkimg.plan.keys import image_key
+
+    spec = load(spec_path, report)
+    the_store = _store(store)
+    lock = lock_mod.load_checked(spec, the_store)
+    key = image_key(spec, lock)
+    record = image_record(the_store, key)
+    if record is None:
+        raise UsageError(f"{spec_path}: the store has no image for this spec and lock (key {key[:16]})",
+                         hint=f"build it first: `sparkimg build {spec_path}`")
+    return _Stored(spec, the_store, lock, key, record)
+
+
+def sbom(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> dict[str, Any]:
+    """The built image's SBOM, an SPDX 2.3 JSON document (``sbom.spdx``), from the store: the
+    image's layers (a base layer the store lacks is fetched from the base's registry), the lock
+    and the build records. The same lock gives the same document, byte for byte."""
+    from sparkimg.distribution.archive import layers_in_store
+    from sparkimg.fetch.inputs import base_image
+    from sparkimg.formats.canonical import hex_of
+    from sparkimg.image.image import compile_records
+    from sparkimg.plan.keys import compute, image_ref
+    from sparkimg.sbom import contents, spdx
+
+    spec, the_store, lock, key, record = _stored_image(spec_path, store, report)
+    base = base_image(lock, the_store, report=report)
+    layers = layers_in_store(record, base, lock.base.repository, the_store, report)
+    found = contents.read(the_store.blob(hex_of(digest)) for digest in layers)
+    records = compile_records(compute(spec, lock, the_store), the_store)
+    return spdx.document(spec, lock, record, found, records, image_ref(spec, key))
+
+
 RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound
 
 # -- push ------------------------------------------------------------------------------
@@ -406,23 +453,13 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     from sparkimg.distribution.push import push as push_image
     from sparkimg.distribution.push import target_of
     from sparkimg.fetch.inputs import base_image
-    from sparkimg.image.assemble import image_record
-    from sparkimg.lock import resolve as lock_mod
-    from sparkimg.plan.keys import image_key
     from sparkimg.receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
     compressor = chosen(compression, level)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads {threads}: give 1 or more", hint="leave it out to use every core")
-    spec = load(spec_path, report)
-    the_store = _store(store)
-    lock = lock_mod.load_checked(spec, the_store)
-    key = image_key(spec, lock)
-    record = image_record(the_store, key)
-    if record is None:
-        raise UsageError(f"{spec_path}: the store has no image for this spec and lock (key {key[:16]})",
-                         hint=f"build it first: `sparkimg build {spec_path}`")
+    spec, the_store, lock, key, record = _stored_image(spec_path, store, report)
     dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
     base = base_image(lock, the_store, report=report)
     written = receipt or receipt_path(spec, key)

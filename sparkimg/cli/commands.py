@@ -136,6 +136,19 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sbom(args: argparse.Namespace) -> int:
+    document = api.sbom(args.spec, store=args.store, report=_reporter(args))
+    if _emit(args, document):
+        return 0
+    rows: list[list[render.Cell]] = []
+    for package in document["packages"][1:]:
+        sums = {c["algorithm"]: c["checksumValue"] for c in package.get("checksums", [])}
+        rows.append([package["primaryPackagePurpose"].lower(), package["name"], package.get("versionInfo", ""),
+                     (sums.get("SHA256") or "")[:16] or package.get("comment", "")[:60]])
+    render.table(f"{document['name']}: {len(rows)} package(s)", ["kind", "name", "version", "sha256 or note"], rows)
+    return 0
+
+
 def cmd_keygen(args: argparse.Namespace) -> int:
     key = api.keygen(args.out, force=args.force)
     files = {"private": f"{args.out}.key", "public": f"{args.out}.pub"}
@@ -413,6 +426,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "build": cmd_build,
     "doctor": cmd_doctor,
     "gc": cmd_gc,
+    "sbom": cmd_sbom,
     "keygen": cmd_keygen,
     "patches": cmd_patches,
     "verify-receipt": cmd_verify_receipt,

@@ -33,6 +33,7 @@ EXAMPLES = {
     "rollback": "sparkimg rollback layers/demo.yaml --to 20261202T020000Z",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "gc": "sparkimg gc --dry-run      # then: sparkimg gc, or sparkimg gc --keep-storage 200g",
+    "sbom": "sparkimg sbom layers/demo.yaml --json      # SPDX 2.3 JSON; without --json a table",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
@@ -259,6 +260,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")
+    command("sbom", "what is inside the built image: its Debian packages, Python distributions, compiled "
+            "libraries with their CUDA architectures, sources and patch files (SPDX 2.3 with --json)")
     p = command("gc", "remove from the store what no root reaches: the specs built with it (their last build, "
                 "current lock, receipts and kept nights), running builds, and --keep-root paths", spec=False)
     p.add_argument("--dry-run", action="store_true", help="remove nothing; list what would go and its bytes")

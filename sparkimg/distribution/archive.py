@@ -65,19 +65,15 @@ class Saved:
                 "left_out": list(self.left_out), "size": self.size, "sha256": f"sha256:{self.sha256}"}
 
 
-def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
-         name: str, target: Path, *, without_base: bool = False, report: Reporter = silent) -> Saved:
-    """Write ``record`` (with its base's layers unless ``without_base``) and ``receipt`` to ``target``."""
-    if not name or "@" in name:
-        raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
+def layers_in_store(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store,
+                    report: Reporter = silent, *, with_base: bool = True) -> list[str]:
+    """The image's layer digests, base first (unless ``with_base`` is false), each in the store: a
+    base layer the store has not seen is copied from the base's registry, checked by digest."""
     from sparkimg._internal.net.registry import ImageRef, RegistryClient
     from sparkimg.distribution.push import client_stream
-    from sparkimg.image.layer import Entry, write_tar
 
-    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
-    config = store.blob(hex_of(record.config_digest)).read_bytes()
     base_layers = [d.digest for d in base.layers]
-    layers = [*([] if without_base else base_layers), *(layer.descriptor.digest for layer in record.layers)]
+    layers = [*(base_layers if with_base else []), *(layer.descriptor.digest for layer in record.layers)]
     client: RegistryClient | None = None
     sizes = {d.digest: d.size for d in base.layers}
     for digest in layers:
@@ -89,6 +85,20 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
             report(Event(Phase.FETCH, f"base layer {digest[:19]} from {base_repository}"))
             store.put_stream(client_stream(client, ImageRef.parse(base_repository), digest, sizes[digest]),
                              expected=hex_of(digest), what=f"base layer {digest}")
+    return layers
+
+
+def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
+         name: str, target: Path, *, without_base: bool = False, report: Reporter = silent) -> Saved:
+    """Write ``record`` (with its base's layers unless ``without_base``) and ``receipt`` to ``target``."""
+    if not name or "@" in name:
+        raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
+    from sparkimg.image.layer import Entry, write_tar
+
+    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
+    config = store.blob(hex_of(record.config_digest)).read_bytes()
+    base_layers = [d.digest for d in base.layers]
+    layers = layers_in_store(record, base, base_repository, store, report, with_base=not without_base)
     artifact = oci.receipt_artifact(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), receipt)
     documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact)}
     index = oci.layout_index(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), name,
