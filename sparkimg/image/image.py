@@ -123,7 +123,8 @@ def build(
     started = time.time()
     overrides = overrides or Overrides()
     lock_mod.check(spec, lock, store)
-    state = image_state(store, engine, spec, image_key(spec, lock))
+    key = image_key(spec, lock)
+    state = image_state(store, engine, spec, key)
     if state.built:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
         plan = compute(spec, lock, store, image_built=True).all_cached()
@@ -133,7 +134,7 @@ def build(
     if state.record is not None:
         return _load_again(spec, lock, store, engine, state.record, started, report)
     if state.engine_id is not None:
-        report(Event(Phase.ASSEMBLE, f"{image_ref(spec, image_key(spec, lock))}: the engine holds it but the store "
+        report(Event(Phase.ASSEMBLE, f"{image_ref(spec, key)}: the engine holds it but the store "
                      f"({store.root}) has no record of it; building the store's record again", "image", Kind.LOG))
     # What a rebuild needs, imported only when there is one (a no-op build stays cheap to start).
     from sparkimg.fetch.inputs import fetch

@@ -148,7 +148,7 @@ def mark(store: Store, named: set[str]) -> set[str]:
     """Every digest, key and commit reachable from ``named``."""
     live: set[str] = set()
     frontier = set(named)
-    naming = dict.fromkeys(_record_files(store, NAMING))
+    naming = {path: references(_read(path)) for _, path in _record_files(store, NAMING)}  # read once
     while frontier:
         while frontier:
             name = frontier.pop()
@@ -166,8 +166,7 @@ def mark(store: Store, named: set[str]) -> set[str]:
                 pass
             for path in documents:
                 frontier |= references(_read(path)) - live
-        for cache in list(naming):
-            names = references(_read(cache[1]))
+        for cache, names in list(naming.items()):
             if names & live:
                 frontier |= names - live
                 del naming[cache]
