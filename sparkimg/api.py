@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.locations import signing_key_path
-from sparkimg.errors import EngineError, SparkimgError, UsageError
+from sparkimg.errors import EngineError, SparkimgError, UsageError, VerificationError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
@@ -190,13 +190,21 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
 
 
 def fetch(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> Fetched:
-    """Fetch every locked input into the store and pull the base by digest."""
+    """Fetch every locked input into the store, pull the base by digest, and read the base's
+    layers for the SBOM (once per layer; ``sbom.layers``), so that the build needs no network."""
+    from sparkimg.fetch.inputs import base_image
     from sparkimg.fetch.inputs import fetch as fetch_inputs
     from sparkimg.lock import resolve as lock_mod
+    from sparkimg.sbom.layers import readings
 
     spec = load(spec_path, report)
     the_store = _store(store)
-    return fetch_inputs(spec, lock_mod.load_checked(spec, the_store), the_store, engine(the_store), report=report)
+    lock = lock_mod.load_checked(spec, the_store)
+    fetched = fetch_inputs(spec, lock, the_store, engine(the_store), report=report)
+    base = base_image(lock, the_store, report=report)
+    readings([d.digest for d in base.layers], the_store, base_repository=lock.base.repository,
+             base_sizes={d.digest: d.size for d in base.layers}, report=report)
+    return fetched
 
 
 @dataclass(frozen=True)
@@ -277,7 +285,10 @@ class Built:
     receipt_error: str | None = None  # why ``receipt`` is None
 
     def to_json(self) -> dict[str, Any]:
+        from sparkimg.sbom.attest import sbom_path
+
         out = {**self.result.to_json(), "receipt": str(self.receipt.path) if self.receipt else None,
+               "sbom": str(sbom_path(self.receipt.path)) if self.receipt else None,
                "signed": bool(self.receipt and self.receipt.signed),
                "prewarm": self.prewarm.to_json() if self.prewarm else None}
         if self.receipt_error is not None:
@@ -329,7 +340,9 @@ def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell
     from sparkimg.image.image import build as build_image
     from sparkimg.image.image import described
     from sparkimg.prewarm.warm import prewarm_built
-    from sparkimg.receipts.emit import RECORDS, emit, has_statement
+    from sparkimg.receipts.emit import RECORDS, default_path, emit, has_statement
+    from sparkimg.sbom.attest import made as made_sbom
+    from sparkimg.sbom.attest import sbom_path
 
     overrides = options.overrides or Overrides()
     key = signing_key(options.key)
@@ -342,9 +355,11 @@ def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell
         result.check = checked.to_receipt()
     warmed = prewarm_built(spec, result, the_engine, options.prewarm, overrides, key, tell) \
         if options.prewarm is not None else None
+    receipt_file = options.receipt or default_path(result)
     try:
-        emitted = emit(result, the_store, key, path=options.receipt, record_host=options.record_host,
-                       prewarm=warmed[1] if warmed else None)
+        sbom = made_sbom(result, the_store, key, receipt_file, tell)
+        emitted = emit(result, the_store, key, path=receipt_file, record_host=options.record_host,
+                       prewarm=warmed[1] if warmed else None, sbom=sbom)
     except SparkimgError as exc:
         if checked is None:
             raise
@@ -366,6 +381,7 @@ def _build(spec: Spec, lock: Lock, the_store: Store, options: BuildOptions, tell
     else:
         stamp.keep_noop(where, spec, lock, the_store, the_engine, result, receipt_file=emitted.path,
                         statement_file=the_store.record_path(RECORDS, result.plan.image.key),
+                        sbom_file=sbom_path(emitted.path),
                         output=built.to_json(), said=said, started_ns=started_ns, key=options.key,
                         receipt=options.receipt, record_host=options.record_host)
     return built
@@ -415,23 +431,73 @@ def _stored_image(spec_path: Path, store: Path | None, report: Reporter) -> _Sto
     return _Stored(spec, the_store, lock, key, record)
 
 
-def sbom(spec_path: Path, *, store: Path | None = None, report: Reporter = silent) -> dict[str, Any]:
-    """The built image's SBOM, an SPDX 2.3 JSON document (``sbom.spdx``), from the store: the
-    image's layers (a base layer the store lacks is fetched from the base's registry), the lock
-    and the build records. The same lock gives the same document, byte for byte."""
-    from sparkimg.distribution.archive import layers_in_store
-    from sparkimg.fetch.inputs import base_image
-    from sparkimg.formats.canonical import hex_of
-    from sparkimg.image.image import compile_records
-    from sparkimg.plan.keys import compute, image_ref
-    from sparkimg.sbom import contents, spdx
+@dataclass(frozen=True)
+class ShownSbom:
+    """An SBOM as ``sparkimg sbom`` shows it: the SPDX document, where it came from, and the state
+    of its signature (checked with ``--key``)."""
 
-    spec, the_store, lock, key, record = _stored_image(spec_path, store, report)
-    base = base_image(lock, the_store, report=report)
-    layers = layers_in_store(record, base, lock.base.repository, the_store, report)
-    found = contents.read(the_store.blob(hex_of(digest)) for digest in layers)
-    records = compile_records(compute(spec, lock, the_store), the_store)
-    return spdx.document(spec, lock, record, found, records, image_ref(spec, key))
+    document: dict[str, Any]
+    source: str  # "store", the SBOM file read, or the artifact digest in the registry
+    signature: str
+
+
+def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = None,
+         report: Reporter = silent) -> ShownSbom:
+    """The SBOM (an SPDX 2.3 document) of a built image, by what the operator has at hand:
+
+    - a SPEC: made from the store (the image's layers, read once each; the lock; the build
+      records), the same bytes for the same lock; unsigned, as nothing signed it yet;
+    - a RECEIPT (or the SBOM file itself): the signed SBOM beside it; with ``key``, checked
+      against the key and the receipt that names it (``sbom.attest.verified``);
+    - a REF (REGISTRY/REPO:TAG or @DIGEST): the SBOM attached beside the image; with ``key``, the
+      newest one it signed."""
+    from sparkimg.formats import sbom as sbom_format
+    from sparkimg.formats.intoto import parse_payload
+    from sparkimg.plan.keys import image_ref
+    from sparkimg.sbom.attest import SBOM_HINT, document_of, receipt_statement, sbom_path, verified
+    from sparkimg.signing import dsse
+    from sparkimg.signing.keys import load_public
+
+    path = Path(source)
+    trusted = load_public(key) if key is not None else None
+    unchecked = "not checked (pass --key)"
+    if not path.exists() and "/" in str(source) and not str(source).endswith((".json", ".yaml", ".yml")):
+        from sparkimg.distribution.pull import attached_sbom
+
+        artifact, attached = attached_sbom(str(source), trusted)
+        return ShownSbom(sbom_format.parse(dsse.parse(attached, artifact).payload, artifact)[1], artifact,
+                         "valid" if trusted else unchecked)
+    if path.suffix != ".json":
+        spec, the_store, lock, image, record = _stored_image(path, store, report)
+        return ShownSbom(document_of(spec, lock, the_store, record, image_ref(spec, image), report), "store",
+                         "unsigned (made from the store)")
+    raw = read_input(path, RECEIPT_BYTES, hint=SBOM_HINT)
+    envelope = dsse.parse(raw, str(path), hint=SBOM_HINT)
+    payload = parse_payload(envelope.payload, str(path))
+    if isinstance(payload, dict) and payload.get("predicateType") == sbom_format.PREDICATE_TYPE:
+        why = envelope.check_signature(trusted) if trusted else None
+        if why is not None:
+            raise VerificationError(f"{path}: the SBOM's signature does not verify: {why}",
+                                    hint="pass the key that signed the build")
+        return ShownSbom(sbom_format.parse(envelope.payload, str(path))[1], str(path),
+                         "valid (the receipt not checked: pass the receipt to check the SBOM against it)"
+                         if trusted else unchecked)
+    beside = sbom_path(path)
+    if not beside.is_file():
+        raise UsageError(f"{path}: no SBOM beside the receipt ({beside.name})", hint=SBOM_HINT)
+    sbom_raw = read_input(beside, RECEIPT_BYTES, hint=SBOM_HINT)
+    if trusted is None:
+        return ShownSbom(sbom_format.parse(dsse.parse(sbom_raw, str(beside)).payload, str(beside))[1], str(beside),
+                         unchecked)
+    why = envelope.check_signature(trusted)
+    if why is not None:
+        raise VerificationError(f"{path}: the receipt's signature does not verify: {why}",
+                                hint="pass the key that signed the build")
+    try:
+        document = verified(sbom_raw, str(beside), trusted, receipt_statement(raw, str(path)))
+    except UsageError as exc:
+        raise VerificationError(exc.message, hint=exc.hint) from None
+    return ShownSbom(document, str(beside), "valid, and the statement the receipt names")
 
 
 RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound
@@ -469,8 +535,30 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
         if written.exists() else None
     if data is None:
         report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
-    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, compression=compressor,
-                      threads=threads or default_threads(), report=report)
+    sbom = _named_sbom(written, data, Phase.PUSH, report) if data is not None else None
+    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, sbom=sbom,
+                      compression=compressor, threads=threads or default_threads(), report=report)
+
+
+def _named_sbom(receipt: Path, envelope: bytes, phase: Phase, report: Reporter) -> bytes | None:
+    """The SBOM envelope beside ``receipt`` when it is the one the receipt names (a push or save
+    never sends an SBOM every pull or load would refuse); None, said, when there is none."""
+    import hashlib
+
+    from sparkimg.sbom.attest import SBOM_HINT, named, receipt_statement, sbom_path
+    from sparkimg.signing import dsse
+
+    pinned = named(receipt_statement(envelope, str(receipt)))
+    path = sbom_path(receipt)
+    if pinned is None or not path.exists():
+        report(Event(phase, f"no SBOM {'named by the receipt' if pinned is None else f'at {path}'}: the image "
+                     "goes without one", kind=Kind.WARNING))
+        return None
+    sbom = read_input(path, RECEIPT_BYTES, hint=SBOM_HINT)
+    if hashlib.sha256(dsse.parse(sbom, str(path), hint=SBOM_HINT).payload).hexdigest() != pinned.digests.get("sha256"):
+        raise UsageError(f"{path}: not the SBOM the receipt {receipt} names (its statement's sha256 differs)",
+                         hint=f"build the spec again to write both anew; {SBOM_HINT}")
+    return sbom
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
@@ -534,8 +622,9 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
     name = tag or str(statement_facts.get("image.reference") or "")
     envelope = read_input(envelope_path, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote")
+    sbom = _named_sbom(envelope_path, envelope, Phase.SAVE, report)
     return save_archive(record, base, base_repository, the_store, envelope, name, output,
-                        without_base=without_base, report=report)
+                        without_base=without_base, sbom=sbom, report=report)
 
 
 def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,
@@ -582,6 +671,7 @@ class ReceiptRequest:
     image: str | None = None
     patches: Path | None = None
     rehash: bool = False
+    sbom: Path | None = None  # default: the SBOM beside the receipt, when there
 
 
 def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> ReceiptReport:
@@ -590,7 +680,7 @@ def verify_receipt(request: ReceiptRequest, *, store: Path | None = None) -> Rec
     from sparkimg.signing.keys import load_public
 
     checked = Request(request.receipt, load_public(request.key), request.recipe, request.image, request.patches,
-                      request.rehash)
+                      request.rehash, sbom=request.sbom)
     return verify(checked, store=_store(store), local_image=local_image_of)
 
 
@@ -604,6 +694,7 @@ class NodeRequest:
     recipe: Path | None = None
     patches: Path | None = None
     cache: Path | None = None
+    sbom: Path | None = None  # default: the SBOM beside the receipt, when there
 
 
 def verify_node(request: NodeRequest, *, store: Path | None = None) -> ReceiptReport:
@@ -619,7 +710,7 @@ def verify_node(request: NodeRequest, *, store: Path | None = None) -> ReceiptRe
         return (info.id, info.labels) if info else None
 
     report = verify(Request(request.receipt, load_public(request.key), request.recipe, None, request.patches,
-                            node=inspect))
+                            node=inspect, sbom=request.sbom))
     if report.ok and request.cache is not None:
         cached = prewarm_verify(PrewarmRequest(request.cache, receipt=request.receipt), request.key, quick=True)
         said = "; ".join(f"{p['check']}: {p['message']}" for p in cached.problems[:3])

@@ -137,7 +137,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_sbom(args: argparse.Namespace) -> int:
-    document = api.sbom(args.spec, store=args.store, report=_reporter(args))
+    shown = api.sbom(args.source, key=args.key, store=args.store, report=_reporter(args))
+    document = shown.document
     if _emit(args, document):
         return 0
     rows: list[list[render.Cell]] = []
@@ -146,6 +147,7 @@ def cmd_sbom(args: argparse.Namespace) -> int:
         rows.append([package["primaryPackagePurpose"].lower(), package["name"], package.get("versionInfo", ""),
                      (sums.get("SHA256") or "")[:16] or package.get("comment", "")[:60]])
     render.table(f"{document['name']}: {len(rows)} package(s)", ["kind", "name", "version", "sha256 or note"], rows)
+    render.line(f"from {shown.source}; signature: {shown.signature}")
     return 0
 
 
@@ -181,12 +183,13 @@ def _short(value: Any) -> str:
 
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
-    request = api.ReceiptRequest(args.receipt, args.key, args.recipe, args.image, args.patches, args.rehash)
+    request = api.ReceiptRequest(args.receipt, args.key, args.recipe, args.image, args.patches, args.rehash,
+                                 args.sbom)
     return _show_verified(args, "verify-receipt", api.verify_receipt(request, store=args.store))
 
 
 def cmd_verify_node(args: argparse.Namespace) -> int:
-    request = api.NodeRequest(args.receipt, args.key, args.recipe, args.patches, args.cache)
+    request = api.NodeRequest(args.receipt, args.key, args.recipe, args.patches, args.cache, args.sbom)
     return _show_verified(args, "verify-node", api.verify_node(request, store=args.store))
 
 

@@ -33,7 +33,9 @@ EXAMPLES = {
     "rollback": "sparkimg rollback layers/demo.yaml --to 20261202T020000Z",
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "gc": "sparkimg gc --dry-run      # then: sparkimg gc, or sparkimg gc --keep-storage 200g",
-    "sbom": "sparkimg sbom layers/demo.yaml --json      # SPDX 2.3 JSON; without --json a table",
+    "sbom": "sparkimg sbom layers/demo.yaml --json      # SPDX 2.3 JSON; without --json a table\n"
+            "  sparkimg sbom receipts/demo/KEY.receipt.json --key demo.pub\n"
+            "  sparkimg sbom 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
@@ -181,6 +183,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--recipe", type=Path, help="the serving recipe the receipt must match")
     p.add_argument("--patches", type=Path, metavar="DIR", help="the patch set folder mounted at run time")
     p.add_argument("--cache", type=Path, metavar="DIR", help="the prewarmed FlashInfer cache")
+    p.add_argument("--sbom", type=Path, metavar="FILE", help="the SBOM the receipt names (default: NAME.sbom.json "
+                   "beside the receipt, checked when it is there)")
     p = command("verify-receipt", "check a signed receipt against the key, a recipe, the image and the patch "
                 "files; exit 0 ok, 1 mismatch, 2 bad input", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")
@@ -190,6 +194,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--patches", type=Path, metavar="DIR", help="a patch set folder to check file by file")
     p.add_argument("--rehash", action="store_true",
                    help="also re-hash, in parallel, the store's copy of every input and output the receipt names")
+    p.add_argument("--sbom", type=Path, metavar="FILE", help="the SBOM the receipt names (default: NAME.sbom.json "
+                   "beside the receipt, checked when it is there)")
     p = command("show-receipt", "render a receipt for a person", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")
     p.add_argument("--key", type=Path, metavar="PUB", help="check the signature with this public key")
@@ -260,8 +266,12 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")
-    command("sbom", "what is inside the built image: its Debian packages, Python distributions, compiled "
-            "libraries with their CUDA architectures, sources and patch files (SPDX 2.3 with --json)")
+    p = command("sbom", "what is inside the built image: its Debian packages, Python distributions, compiled "
+                "libraries with their CUDA architectures, sources and patch files (SPDX 2.3 with --json)", spec=False)
+    p.add_argument("source", metavar="SPEC|RECEIPT|REF", help="a layer spec (made from the store), a receipt (the "
+                   "signed SBOM beside it) or an image in a registry (the SBOM attached beside it)")
+    p.add_argument("--key", type=Path, metavar="PUB", help="check the SBOM's signature (and against the receipt "
+                   "that names it) with this public key")
     p = command("gc", "remove from the store what no root reaches: the specs built with it (their last build, "
                 "current lock, receipts and kept nights), running builds, and --keep-root paths", spec=False)
     p.add_argument("--dry-run", action="store_true", help="remove nothing; list what would go and its bytes")

@@ -1,20 +1,22 @@
-"""``sparkimg save`` and ``sparkimg load``: an image and its receipt as one file, for a node no
-registry reaches.
+"""``sparkimg save`` and ``sparkimg load``: an image, its receipt and its SBOM as one file, for a
+node no registry reaches.
 
 The file is an OCI image layout (``oci-layout``, ``index.json``, ``blobs/sha256/…``) with
 Docker's ``manifest.json`` beside it, so ``docker load`` and ``podman load`` both take it. Its
 blobs are sparkimg's own (the manifest the receipt names, its config and layers), and the
-receipt travels as in a registry: an OCI artifact whose ``subject`` is the image manifest, its
-digest noted on the image's ``index.json`` entry. ``--without-base`` leaves the base's layers
-out: the loading engine must have the base already (Docker's classic store takes them by chain).
+receipt and the SBOM travel as in a registry: each an OCI artifact whose ``subject`` is the
+image manifest, its digest noted on the image's ``index.json`` entry. ``--without-base`` leaves
+the base's layers out: the loading engine must have the base already (Docker's classic store
+takes them by chain).
 
 The bytes are a function of the image: members are written by the layer writer
 (``build/layer.py``: sorted, pax, fixed owners and modes, mtime the image's ``created``).
 
-``load`` reads everything first, each blob checked against its digest, and verifies the
-receipt (signature, statement, recipe, and that it names this manifest and config) before the
-engine sees a byte; it then sends only the layers the engine lacks (``build/load.py``), checks
-the engine's image ID and diff_ids, and only then tags the image.
+``load`` reads everything first, each blob checked against its digest, and verifies the receipt
+(signature, statement, recipe, and that it names this manifest and config) and the SBOM when
+the file carries one (``sbom.attest.verified``) before the engine sees a byte; it then sends
+only the layers the engine lacks (``build/load.py``), checks the engine's image ID and
+diff_ids, and only then tags the image.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Saved:
     manifest_digest: str
     config_digest: str
     receipt: str  # the receipt artifact's digest
+    sbom: str | None  # the SBOM artifact's digest, when the file carries one
     layers: tuple[str, ...]  # in the file
     left_out: tuple[str, ...]  # the base's, with --without-base
     size: int
@@ -61,7 +64,7 @@ class Saved:
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "name": self.name, "manifest": self.manifest_digest,
-                "config": self.config_digest, "receipt": self.receipt, "layers": list(self.layers),
+                "config": self.config_digest, "receipt": self.receipt, "sbom": self.sbom, "layers": list(self.layers),
                 "left_out": list(self.left_out), "size": self.size, "sha256": f"sha256:{self.sha256}"}
 
 
@@ -69,8 +72,7 @@ def layers_in_store(record: oci.ImageRecord, base: oci.BaseImage, base_repositor
                     report: Reporter = silent, *, with_base: bool = True) -> list[str]:
     """The image's layer digests, base first (unless ``with_base`` is false), each in the store: a
     base layer the store has not seen is copied from the base's registry, checked by digest."""
-    from sparkimg._internal.net.registry import ImageRef, RegistryClient
-    from sparkimg.distribution.push import client_stream
+    from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
 
     base_layers = [d.digest for d in base.layers]
     layers = [*(base_layers if with_base else []), *(layer.descriptor.digest for layer in record.layers)]
@@ -89,8 +91,10 @@ def layers_in_store(record: oci.ImageRecord, base: oci.BaseImage, base_repositor
 
 
 def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
-         name: str, target: Path, *, without_base: bool = False, report: Reporter = silent) -> Saved:
-    """Write ``record`` (with its base's layers unless ``without_base``) and ``receipt`` to ``target``."""
+         name: str, target: Path, *, without_base: bool = False, sbom: bytes | None = None,
+         report: Reporter = silent) -> Saved:
+    """Write ``record`` (with its base's layers unless ``without_base``), ``receipt`` and ``sbom``
+    (DSSE envelopes, each in an artifact whose subject is the image) to ``target``."""
     if not name or "@" in name:
         raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
     from sparkimg.image.layer import Entry, write_tar
@@ -99,10 +103,13 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     config = store.blob(hex_of(record.config_digest)).read_bytes()
     base_layers = [d.digest for d in base.layers]
     layers = layers_in_store(record, base, base_repository, store, report, with_base=not without_base)
-    artifact = oci.receipt_artifact(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), receipt)
-    documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact)}
-    index = oci.layout_index(oci.Descriptor(record.media_type, record.manifest_digest, len(manifest)), name,
-                             sha256_prefixed(artifact))
+    subject = oci.Descriptor(record.media_type, record.manifest_digest, len(manifest))
+    artifact = oci.receipt_artifact(subject, receipt)
+    described = oci.receipt_artifact(subject, sbom, oci.SBOM_ARTIFACT) if sbom is not None else None
+    documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact,
+                                                 *((sbom, described) if sbom and described else ()))}
+    index = oci.layout_index(subject, name, sha256_prefixed(artifact),
+                             sha256_prefixed(described) if described is not None else None)
     entries = [
         Entry("oci-layout", "file", data=oci.OCI_LAYOUT),
         Entry("index.json", "file", data=index),
@@ -134,6 +141,7 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
                  + (f", {len(left_out)} base layer(s) left out" if left_out else ""), kind=Kind.DONE,
                  figures={"bytes": target.stat().st_size}))
     return Saved(target, name, record.manifest_digest, record.config_digest, sha256_prefixed(artifact),
+                 sha256_prefixed(described) if described is not None else None,
                  tuple(dict.fromkeys(layers)), left_out, target.stat().st_size, digest)
 
 
@@ -146,11 +154,12 @@ class Loaded:
     receipt: str
     sent: int  # layers sent to the engine
     checks: tuple[str, ...]
+    sbom: str | None = None  # the SBOM artifact that verified, when the file carries one
 
     def to_json(self) -> dict[str, Any]:
         return {"reference": self.reference, "manifest": self.manifest_digest, "config": self.config_digest,
-                "diff_ids": list(self.diff_ids), "receipt": self.receipt, "sent_layers": self.sent,
-                "checks": list(self.checks)}
+                "diff_ids": list(self.diff_ids), "receipt": self.receipt, "sbom": self.sbom,
+                "sent_layers": self.sent, "checks": list(self.checks)}
 
 
 def load(path: Path, key: PublicKey, engine: Engine, store: Store, *, recipe: Path | None = None,
@@ -189,6 +198,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
         raise LoadRefused(f"{path}: manifest.json (what `docker load` reads) is not the image the OCI index "
                           f"names ({entry.manifest.digest})")
     signed = _verified(envelope, key, recipe, work, entry.manifest.digest, config_digest, path, report)
+    sbom = _verified_sbom(files, entry, envelope, key, path, report)
     # The name comes from the signed receipt (or the operator's --tag), never from the archive's own
     # index.json or manifest.json, which no signature covers.
     named = str(signed.get("image.reference") or "")
@@ -225,13 +235,40 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
                           "removed, nothing tagged")
     engine.tag(info.id, name)
     if receipt_out is not None:
-        from sparkimg._internal.fs.atomic import write_atomic
+        from sparkimg.distribution.pull import keep_envelopes
 
-        write_atomic(receipt_out, envelope)
+        keep_envelopes(receipt_out, envelope, sbom)
     report(Event(Phase.LOAD, f"loaded {name}: {entry.manifest.digest}, config {config_digest}, "
                  f"{len(needed)} of {len(layers)} layer(s) sent", kind=Kind.DONE))
-    checks = ("signature", "statement", *(("recipe",) if recipe else ()), "subject", "image id", "diff_ids")
-    return Loaded(name, entry.manifest.digest, config_digest, diff_ids, entry.receipt, len(needed), checks)
+    checks = ("signature", "statement", *(("recipe",) if recipe else ()), "subject", *(("sbom",) if sbom else ()),
+              "image id", "diff_ids")
+    return Loaded(name, entry.manifest.digest, config_digest, diff_ids, entry.receipt, len(needed), checks,
+                  entry.sbom if sbom else None)
+
+
+def _verified_sbom(files: dict[str, Path], entry: oci.LayoutEntry, receipt: bytes, key: PublicKey, path: Path,
+                   report: Reporter) -> bytes | None:
+    """The archive's SBOM envelope, checked against the verified ``receipt`` (``LoadRefused`` when
+    it does not verify); None when the archive carries none (said when the receipt names one)."""
+    from sparkimg.sbom.attest import named, receipt_statement, verified
+
+    statement = receipt_statement(receipt, "the receipt in the archive")
+    if entry.sbom is None:
+        if named(statement) is not None:
+            report(Event(Phase.LOAD, f"{path}: the receipt names an SBOM the archive does not carry; nothing to check",
+                         kind=Kind.WARNING))
+        return None
+    try:
+        layer = oci.receipt_layer(_blob(files, entry.sbom, "the SBOM artifact"), entry.manifest.digest,
+                                  oci.SBOM_ARTIFACT)
+        envelope = _blob(files, layer.digest, "the SBOM")
+        verified(envelope, "the SBOM in the archive", key, statement)
+    except (FetchError, UsageError) as exc:
+        raise LoadRefused(f"{path}: {exc.message}", hint="nothing was loaded; check the key and where the file "
+                          "came from") from None
+    report(Event(Phase.LOAD, "SBOM in the archive: signature, the statement the receipt names and its subjects "
+                 "verified"))
+    return envelope
 
 
 def _verified(envelope: bytes, key: PublicKey, recipe: Path | None, work: Path, manifest_digest: str,

@@ -34,16 +34,19 @@ class Pulled:
     diff_ids: tuple[str, ...]
     receipt: str  # the digest of the receipt artifact that verified
     checks: tuple[str, ...] = field(default=())
+    sbom: str | None = None  # the digest of the SBOM artifact that verified, when one is attached
 
     def to_json(self) -> dict[str, Any]:
         return {"reference": self.reference, "manifest": self.manifest_digest, "config": self.config_digest,
-                "diff_ids": list(self.diff_ids), "receipt": self.receipt, "checks": list(self.checks)}
+                "diff_ids": list(self.diff_ids), "receipt": self.receipt, "sbom": self.sbom,
+                "checks": list(self.checks)}
 
 
 def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None = None,
          receipt_out: Path | None = None, client: RegistryClient | None = None, report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` (REGISTRY/REPO:TAG or @DIGEST), then pull it;
-    ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``)."""
+    ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``), and the
+    SBOM that verified beside it (``sbom.attest.sbom_path``)."""
     repository, tag, digest = split_reference(reference)
     ref = ImageRef.parse(repository)
     if "/" not in repository or not (tag or digest):
@@ -59,6 +62,7 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
     config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))
     receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, config_of, key, recipe, report)
+    sbom = _verified_sbom(client, ref, manifest_digest, envelope, key, report)
     config_digest = str(facts.get("image.id"))
     config = config_of(config_digest)
     if config is None:
@@ -83,13 +87,24 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if tag:
         engine.tag(pinned, local)
     if receipt_out is not None:
-        from sparkimg._internal.fs.atomic import write_atomic
-
-        write_atomic(receipt_out, envelope)
+        keep_envelopes(receipt_out, envelope, sbom[1] if sbom else None)
     report(Event(Phase.PULL, f"{local}: {manifest_digest}, config {config_digest}, {len(diff_ids)} layers, "
-                 f"receipt {receipt_digest[:19]} verified", kind=Kind.DONE))
+                 f"receipt {receipt_digest[:19]}" + (f" and SBOM {sbom[0][:19]}" if sbom else "") + " verified",
+                 kind=Kind.DONE))
     return Pulled(local, manifest_digest, config_digest, diff_ids, receipt_digest,
-                  ("signature", "statement", *(["recipe"] if recipe else []), "subject", "engine"))
+                  ("signature", "statement", *(["recipe"] if recipe else []), "subject", *(["sbom"] if sbom else []),
+                   "engine"), sbom[0] if sbom else None)
+
+
+def keep_envelopes(receipt_out: Path, receipt: bytes, sbom: bytes | None) -> None:
+    """The receipt that verified at ``receipt_out``, and its SBOM beside it (where verify-node
+    looks): the SBOM first, so that a receipt on disk never names an SBOM not yet written."""
+    from sparkimg._internal.fs.atomic import write_atomic
+    from sparkimg.sbom.attest import sbom_path
+
+    if sbom is not None:
+        write_atomic(sbom_path(receipt_out), sbom)
+    write_atomic(receipt_out, receipt)
 
 
 def _config(client: RegistryClient, repository: str, manifest: bytes, config_digest: str) -> bytes | None:
@@ -159,9 +174,67 @@ def _verified_receipt(client: RegistryClient, ref: ImageRef, manifest: bytes,
                       hint="the node keeps its current image; check the key and what was pushed")
 
 
-def _receipts(client: RegistryClient, ref: ImageRef, manifest_digest: str) -> list[str]:
-    """Receipt artifacts that refer to the manifest: the referrers API, else the fallback tag."""
-    url = f"{ref.base_url}/referrers/{manifest_digest}?artifactType={oci.RECEIPT_ARTIFACT}"
+def _verified_sbom(client: RegistryClient, ref: ImageRef, manifest_digest: str, receipt: bytes, key: PublicKey,
+                   report: Reporter) -> tuple[str, bytes] | None:
+    """The attached SBOM the verified ``receipt`` names, checked (``sbom.attest.verified``): its
+    artifact digest and envelope. None when the receipt names none or none is attached (said);
+    attached ones of which none verifies refuse the pull, naming why each failed."""
+    from sparkimg.sbom.attest import named, receipt_statement, verified
+
+    statement = receipt_statement(receipt, "the receipt")
+    pinned = named(statement)
+    candidates = _receipts(client, ref, manifest_digest, oci.SBOM_ARTIFACT) if pinned is not None else []
+    if not candidates:
+        report(Event(Phase.PULL, "no SBOM " + ("is attached" if pinned else "named by the receipt")
+                     + "; nothing to check", kind=Kind.WARNING if pinned else Kind.STATUS))
+        return None
+    why: list[str] = []
+    for artifact in reversed(candidates):
+        try:
+            envelope = _receipt_blob(client, ref, artifact, manifest_digest, oci.SBOM_ARTIFACT)
+            verified(envelope, f"SBOM {artifact[:19]}", key, statement)
+        except (ResolveError, FetchError, UsageError) as exc:
+            why.append(exc.message)
+            continue
+        report(Event(Phase.PULL, f"SBOM {artifact[:19]}: signature, the statement the receipt names and its "
+                     "subjects verified"))
+        return artifact, envelope
+    raise PullRefused(f"{ref.registry}/{ref.repository}@{manifest_digest}: no attached SBOM verifies:\n"
+                      + "\n".join(f"    {w}" for w in why),
+                      hint="the node keeps its current image; the registry serves an SBOM the signed receipt "
+                      "does not name")
+
+
+def attached_sbom(reference: str, key: PublicKey | None, client: RegistryClient | None = None) -> tuple[str, bytes]:
+    """(artifact digest, envelope) of the newest SBOM attached to ``reference`` (REGISTRY/REPO:TAG
+    or @DIGEST), for ``sparkimg sbom REF``; with ``key``, the newest whose signature it verifies."""
+    from sparkimg.signing import dsse
+
+    repository, tag, digest = split_reference(reference)
+    if "/" not in repository or not (tag or digest):
+        raise UsageError(f"{reference}: give REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...",
+                         hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
+    ref = ImageRef.parse(repository)
+    client = client or RegistryClient()
+    manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
+                           headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
+    manifest_digest = sha256_prefixed(manifest)
+    why: list[str] = []
+    for artifact in reversed(_receipts(client, ref, manifest_digest, oci.SBOM_ARTIFACT)):
+        envelope = _receipt_blob(client, ref, artifact, manifest_digest, oci.SBOM_ARTIFACT)
+        problem = dsse.parse(envelope, f"SBOM {artifact[:19]}").check_signature(key) if key is not None else None
+        if problem is None:
+            return artifact, envelope
+        why.append(f"{artifact[:19]}: {problem}")
+    raise FetchError(f"{reference} ({manifest_digest}): " + ("no attached SBOM is signed by the key: " + "; ".join(why)
+                                                            if why else "no SBOM is attached"),
+                     hint="push it with `sparkimg push`, which attaches the SBOM the build wrote beside the receipt")
+
+
+def _receipts(client: RegistryClient, ref: ImageRef, manifest_digest: str,
+              artifact_type: str = oci.RECEIPT_ARTIFACT) -> list[str]:
+    """Receipt (or SBOM) artifacts that refer to the manifest: the referrers API, else the fallback tag."""
+    url = f"{ref.base_url}/referrers/{manifest_digest}?artifactType={artifact_type}"
     found = client.send("GET", ref, url, ok=(200, 404), headers={"Accept": oci.OCI_INDEX})
     if found.status_code != 200 or not found.headers.get("Content-Type", "").startswith(oci.OCI_INDEX):
         found = client.send("GET", ref, f"{ref.base_url}/manifests/{oci.fallback_tag(manifest_digest)}",
@@ -169,13 +242,14 @@ def _receipts(client: RegistryClient, ref: ImageRef, manifest_digest: str) -> li
         if found.status_code != 200:
             return []
     try:
-        return oci.receipt_referrers(found.content)
+        return oci.receipt_referrers(found.content, artifact_type)
     except SparkimgError:
         return []
 
 
-def _receipt_blob(client: RegistryClient, ref: ImageRef, artifact: str, manifest_digest: str) -> bytes:
+def _receipt_blob(client: RegistryClient, ref: ImageRef, artifact: str, manifest_digest: str,
+                  artifact_type: str = oci.RECEIPT_ARTIFACT) -> bytes:
     raw = client.manifest_bytes(f"{ref.registry}/{ref.repository}", artifact, accept=oci.OCI_MANIFEST)
-    layer = oci.receipt_layer(raw, manifest_digest)
+    layer = oci.receipt_layer(raw, manifest_digest, artifact_type)
     return client.blob_bytes(f"{ref.registry}/{ref.repository}", layer.digest)
 

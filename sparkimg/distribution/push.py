@@ -7,8 +7,9 @@ has it; a base layer is mounted from the base's repository when that lives on th
 registry, else streamed from the base's registry; new layers and the config come from the
 store. Uploads go in chunks (PATCH with Content-Range, then PUT with the digest), so a
 multi-GB layer never sits in memory. Then, in this order: the manifest by digest, the receipt
-(its blobs, its artifact manifest, the referrers fallback index), and only then the tags, so
-that no tag ever names an image whose receipt is not there yet (docs/distribution.md). A
+and the SBOM (each: its blobs, its artifact manifest, the referrers fallback index), and only
+then the tags, so that no tag ever names an image whose receipt is not there yet
+(docs/distribution.md). A
 patch-only change sends one small layer, the config and the manifest.
 
 With ``--compression gzip|zstd`` the new layers (stored as plain tars) are compressed first, in
@@ -27,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-from sparkimg._internal.net.http import stream_within
-from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
 from sparkimg.distribution.compression import Compressor, compressed
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
@@ -59,6 +59,7 @@ class Pushed:
     tags: tuple[str, ...]
     blobs: tuple[BlobPush, ...]
     receipt: str | None  # the digest of the attached receipt artifact
+    sbom: str | None  # the digest of the attached SBOM artifact
     built_manifest: str  # the manifest the build wrote and the receipt names (the same when uncompressed)
     compression: str  # the compressor identity of the new layers as pushed, or "none"
 
@@ -70,7 +71,7 @@ class Pushed:
         return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
                 "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
                 "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt,
-                "built_manifest": self.built_manifest, "compression": self.compression}
+                "sbom": self.sbom, "built_manifest": self.built_manifest, "compression": self.compression}
 
 
 def target_of(text: str) -> ImageRef:
@@ -83,10 +84,12 @@ def target_of(text: str) -> ImageRef:
 
 
 def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
-         tags: Sequence[str], *, receipt: bytes | None = None, client: RegistryClient | None = None,
+         tags: Sequence[str], *, receipt: bytes | None = None, sbom: bytes | None = None,
+         client: RegistryClient | None = None,
          compression: Compressor | None = None, threads: int = 1, report: Reporter = silent) -> Pushed:
     """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``; with
-    ``compression``, the new layers compressed (``threads`` per layer) and the manifest to match."""
+    ``compression``, the new layers compressed (``threads`` per layer) and the manifest to match;
+    ``receipt`` and ``sbom`` (DSSE envelopes) attached beside it, before any tag moves."""
     to = target_of(target)
     client = client or RegistryClient()
     base_ref = ImageRef.parse(lock.base.repository)
@@ -111,8 +114,9 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     # Tags last: a push that fails at any step before leaves every tag where it was; one that
     # fails between tags leaves those moved on a complete image with its receipt attached.
     put_manifest(client, to, manifest_digest, manifest, media_type, manifest_digest)
-    attached = attach(client, to, oci.Descriptor(media_type, manifest_digest, len(manifest)), receipt,
-                      store, report) if receipt is not None else None
+    subject = oci.Descriptor(media_type, manifest_digest, len(manifest))
+    attached = attach(client, to, subject, receipt, store, report) if receipt is not None else None
+    described = attach(client, to, subject, sbom, store, report, oci.SBOM_ARTIFACT) if sbom is not None else None
     for tag in tags:
         put_manifest(client, to, tag, manifest, media_type, manifest_digest)
     report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{manifest_digest} "
@@ -120,7 +124,7 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
                  f"{sum(b.how == 'present' for b in done)} blob(s) already there", kind=Kind.DONE,
                  figures={"sent": sum(b.sent for b in done)}))
     return Pushed(f"{to.registry}/{to.repository}", manifest_digest, record.config_digest, tuple(tags),
-                  tuple(done), attached, record.manifest_digest,
+                  tuple(done), attached, described, record.manifest_digest,
                   compression.identity if compression is not None else "none")
 
 
@@ -151,15 +155,15 @@ def put_manifest(client: RegistryClient, to: ImageRef, reference: str, manifest:
                            f"{said}, not {digest}")
 
 
-def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receipt: bytes, store: Store,
-           report: Reporter) -> str:
-    """Put the receipt beside the image as an OCI artifact whose ``subject`` is the image manifest;
+def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, envelope: bytes, store: Store,
+           report: Reporter, artifact_type: str = oci.RECEIPT_ARTIFACT) -> str:
+    """Put the receipt (or the SBOM) beside the image as an OCI artifact whose ``subject`` is the image manifest;
     where the registry has no referrers API (Distribution 2.8), list it in the ``sha256-HEX``
     fallback index too. That index is read, changed and written: writers from this store take
     turns (a lock in the store); the registry itself offers no conditional write."""
-    for blob in (oci.EMPTY, receipt):
+    for blob in (oci.EMPTY, envelope):
         _blob(client, to, sha256_prefixed(blob), len(blob), report, chunks=lambda b=blob: iter([b]))
-    artifact = oci.receipt_artifact(subject, receipt)
+    artifact = oci.receipt_artifact(subject, envelope, artifact_type)
     digest = sha256_prefixed(artifact)
     client.send("PUT", to, f"{to.base_url}/manifests/{digest}", data=artifact, ok=(201,), scope="pull,push",
                 headers={"Content-Type": oci.OCI_MANIFEST})
@@ -170,10 +174,11 @@ def attach(client: RegistryClient, to: ImageRef, subject: oci.Descriptor, receip
         with store.lock(f"referrers-{hashlib.sha256(f'{to.registry}/{to.repository}'.encode()).hexdigest()[:16]}"):
             found = client.send("GET", to, f"{to.base_url}/manifests/{tag}", ok=(200, 404),
                                 headers={"Accept": oci.OCI_INDEX})
-            index = oci.referrers_index(found.content if found.status_code == 200 else None, artifact)
+            index = oci.referrers_index(found.content if found.status_code == 200 else None, artifact, artifact_type)
             client.send("PUT", to, f"{to.base_url}/manifests/{tag}", data=index, ok=(201,), scope="pull,push",
                         headers={"Content-Type": oci.OCI_INDEX})
-    report(Event(Phase.PUSH, f"attached the receipt as {digest[:19]} (subject {subject.digest[:19]})"))
+    report(Event(Phase.PUSH, f"attached the {oci.ATTESTATIONS[artifact_type]} as {digest[:19]} "
+                 f"(subject {subject.digest[:19]})"))
     return digest
 
 
@@ -233,22 +238,3 @@ def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
     with store.blob(hex_of(digest)).open("rb") as handle:
         while chunk := handle.read(UPLOAD_CHUNK):
             yield chunk
-
-
-def client_stream(client: RegistryClient, ref: ImageRef, digest: str, size: int) -> Iterator[bytes]:
-    """A base layer from its registry, checked against its digest as it streams and cut off once
-    it passes the ``size`` its descriptor gives (a server that never ends would fill the disk)."""
-    response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
-    hashed = hashlib.sha256()
-    received = 0
-    for chunk in stream_within(response, f"{ref.registry}/{ref.repository}: blob {digest}", CHUNK):
-        received += len(chunk)
-        if received > size:
-            response.close()
-            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} is longer than its "
-                               f"descriptor's {size} bytes", hint="the registry serves other bytes; nothing was kept")
-        hashed.update(chunk)
-        yield chunk
-    if "sha256:" + hashed.hexdigest() != digest:
-        raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
-

@@ -320,25 +320,28 @@ class ImageRecord:
                    data["compressor"], data["tarFormat"])
 
 
-# -- the receipt as an OCI artifact that refers to its image ------------------------------
+# -- attestations (the receipt, the SBOM) as OCI artifacts that refer to their image ---------
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_EMPTY = "application/vnd.oci.empty.v1+json"
 EMPTY = b"{}"
 RECEIPT_ARTIFACT = "application/vnd.sparkimg.receipt.v1+json"
+SBOM_ARTIFACT = "application/vnd.sparkimg.sbom.v1+json"
 DSSE_ENVELOPE = "application/vnd.dsse.envelope.v1+json"
+ATTESTATIONS = {RECEIPT_ARTIFACT: "receipt", SBOM_ARTIFACT: "SBOM"}
 
 
-def receipt_artifact(subject: Descriptor, receipt: bytes) -> bytes:
-    """An OCI artifact manifest whose one layer is the receipt (a DSSE envelope) and whose
-    ``subject`` is the image manifest it speaks of (OCI image spec 1.1, "Guidelines for
-    artifact usage"): a registry's referrers API lists it under the image."""
+def receipt_artifact(subject: Descriptor, envelope: bytes, artifact_type: str = RECEIPT_ARTIFACT) -> bytes:
+    """An OCI artifact manifest whose one layer is a DSSE envelope (the receipt, or with
+    ``SBOM_ARTIFACT`` the SBOM) and whose ``subject`` is the image manifest it speaks of (OCI
+    image spec 1.1, "Guidelines for artifact usage"): a registry's referrers API lists it under
+    the image."""
     return encode({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
-        "artifactType": RECEIPT_ARTIFACT,
+        "artifactType": artifact_type,
         "config": Descriptor(OCI_EMPTY, sha256_prefixed(EMPTY), len(EMPTY)).to_json(),
-        "layers": [Descriptor(DSSE_ENVELOPE, sha256_prefixed(receipt), len(receipt)).to_json()],
+        "layers": [Descriptor(DSSE_ENVELOPE, sha256_prefixed(envelope), len(envelope)).to_json()],
         "subject": subject.to_json(),
     })
 
@@ -348,7 +351,7 @@ def fallback_tag(digest: str) -> str:
     return digest.replace(":", "-")
 
 
-def referrers_index(existing: bytes | None, artifact: bytes) -> bytes:
+def referrers_index(existing: bytes | None, artifact: bytes, artifact_type: str = RECEIPT_ARTIFACT) -> bytes:
     """The referrers index (``sha256-HEX`` fallback tag) with ``artifact`` added once; entries of
     other tools are kept as they were."""
     manifests: list[dict[str, Any]] = []
@@ -356,18 +359,18 @@ def referrers_index(existing: bytes | None, artifact: bytes) -> bytes:
         found = _object(existing, "referrers index").get("manifests")
         manifests = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
     entry = {**Descriptor(OCI_MANIFEST, sha256_prefixed(artifact), len(artifact)).to_json(),
-             "artifactType": RECEIPT_ARTIFACT}
+             "artifactType": artifact_type}
     if not any(m.get("digest") == entry["digest"] for m in manifests):
         manifests.append(entry)
     return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests})
 
 
-def receipt_referrers(index: bytes) -> list[str]:
-    """The digests of the sparkimg receipts a referrers index lists, oldest first."""
+def receipt_referrers(index: bytes, artifact_type: str = RECEIPT_ARTIFACT) -> list[str]:
+    """The digests of the sparkimg receipts (or SBOMs) a referrers index lists, oldest first."""
     found = _object(index, "referrers index").get("manifests")
     if not isinstance(found, list):
         return []
-    return [str(m["digest"]) for m in found if isinstance(m, dict) and m.get("artifactType") == RECEIPT_ARTIFACT
+    return [str(m["digest"]) for m in found if isinstance(m, dict) and m.get("artifactType") == artifact_type
             and isinstance(m.get("digest"), str) and _DIGEST.match(m["digest"])]
 
 
@@ -377,26 +380,31 @@ OCI_LAYOUT = encode({"imageLayoutVersion": "1.0.0"})
 REF_NAME = "org.opencontainers.image.ref.name"
 CONTAINERD_NAME = "io.containerd.image.name"
 RECEIPT_ANNOTATION = "dev.sparkimg.receipt"  # on the image's index entry: the receipt artifact's digest
+SBOM_ANNOTATION = "dev.sparkimg.sbom"  # and the SBOM artifact's, when the archive carries one
 
 
-def layout_index(image: Descriptor, name: str, receipt: str) -> bytes:
+def layout_index(image: Descriptor, name: str, receipt: str, sbom: str | None = None) -> bytes:
     """``index.json`` of an archive holding one image (so ``podman load`` and skopeo need no
     choice) named ``name`` (REPO:TAG), whose receipt artifact (its ``subject`` is the image
-    manifest) sits in the layout's blobs under the digest ``receipt``."""
+    manifest) sits in the layout's blobs under the digest ``receipt``, and its SBOM artifact
+    under ``sbom``."""
     tag = name.rpartition(":")[2] if ":" in name.rsplit("/", 1)[-1] else "latest"
-    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [{
-        **image.to_json(),
-        "annotations": {CONTAINERD_NAME: name, REF_NAME: tag, RECEIPT_ANNOTATION: receipt},
-    }]})
+    notes = {CONTAINERD_NAME: name, REF_NAME: tag, RECEIPT_ANNOTATION: receipt}
+    if sbom is not None:
+        notes[SBOM_ANNOTATION] = sbom
+    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [{**image.to_json(),
+                                                                              "annotations": notes}]})
 
 
 @dataclass(frozen=True)
 class LayoutEntry:
-    """The one image an archive's ``index.json`` lists: its manifest, name and receipt artifact."""
+    """The one image an archive's ``index.json`` lists: its manifest, name, receipt artifact and
+    SBOM artifact (None: the archive carries none)."""
 
     manifest: Descriptor
     name: str
     receipt: str
+    sbom: str | None = None
 
     @classmethod
     def parse(cls, index: bytes) -> LayoutEntry:
@@ -412,23 +420,28 @@ class LayoutEntry:
         if not isinstance(receipt, str) or not _DIGEST.match(receipt):
             raise FetchError(f"index.json: no {RECEIPT_ANNOTATION} annotation: the archive carries no receipt",
                              hint="write the archive with `sparkimg save`, which puts the receipt in it")
-        return cls(manifest, name if isinstance(name, str) else "", receipt)
+        sbom = notes.get(SBOM_ANNOTATION)
+        if sbom is not None and not (isinstance(sbom, str) and _DIGEST.match(sbom)):
+            raise FetchError(f"index.json: the {SBOM_ANNOTATION} annotation is not a sha256 digest")
+        return cls(manifest, name if isinstance(name, str) else "", receipt, sbom)
 
 
-RECEIPT_MAX = 16 << 20  # bytes of a DSSE receipt; one is a few KiB
+RECEIPT_MAX = 16 << 20  # bytes of a DSSE receipt (a few KiB) or SBOM (under 1 MiB for a serving image)
 
 
-def receipt_layer(artifact: bytes, subject: str) -> Descriptor:
-    """The DSSE envelope's descriptor in a receipt artifact whose ``subject`` must be ``subject``."""
-    document = _object(artifact, "receipt artifact")
+def receipt_layer(artifact: bytes, subject: str, artifact_type: str = RECEIPT_ARTIFACT) -> Descriptor:
+    """The DSSE envelope's descriptor in a receipt (or SBOM) artifact whose ``subject`` must be
+    ``subject``."""
+    what = f"{ATTESTATIONS.get(artifact_type, 'attestation')} artifact"
+    document = _object(artifact, what)
     layers = document.get("layers")
-    if document.get("artifactType") != RECEIPT_ARTIFACT or not isinstance(layers, list) or len(layers) != 1:
-        raise FetchError("receipt artifact: not a sparkimg receipt artifact")
-    if Descriptor.from_json(document.get("subject"), "receipt artifact subject").digest != subject:
-        raise FetchError(f"receipt artifact: its subject is not the image manifest {subject}")
-    layer = Descriptor.from_json(layers[0], "receipt artifact layer")
+    if document.get("artifactType") != artifact_type or not isinstance(layers, list) or len(layers) != 1:
+        raise FetchError(f"{what}: not a sparkimg {what}")
+    if Descriptor.from_json(document.get("subject"), f"{what} subject").digest != subject:
+        raise FetchError(f"{what}: its subject is not the image manifest {subject}")
+    layer = Descriptor.from_json(layers[0], f"{what} layer")
     if layer.size > RECEIPT_MAX:
-        raise FetchError(f"receipt artifact: the receipt is {layer.size} bytes; a receipt is never that large")
+        raise FetchError(f"{what}: the envelope is {layer.size} bytes; one is never that large")
     return layer
 
 

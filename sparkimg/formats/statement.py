@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkimg.errors import EnvelopeError
+from sparkimg.formats.canonical import hex_of
 from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
+from sparkimg.formats.oci import ImageRecord
 
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://sparkimg.dev/buildtypes/image/v1"
@@ -276,3 +278,14 @@ def facts(statement: Statement) -> dict[str, Any]:
             found["image.manifest_digest"] = subject.sha256
     found.update(dependency_facts(statement.dependencies))
     return found
+
+
+def image_subjects(image_ref: str, image_id: str, oci: ImageRecord | None) -> list[Subject]:
+    """What a receipt (and the SBOM beside it) is about: the image config (the image ID on
+    docker's classic store) and, where sparkimg wrote the image, its manifest."""
+    subjects = [Subject(image_ref, {"sha256": hex_of(oci.config_digest if oci else image_id)},
+                        {"kind": "image-config"})]
+    if oci is not None:
+        subjects.append(Subject(image_ref, {"sha256": hex_of(oci.manifest_digest)},
+                                {"kind": "image-manifest", "mediaType": oci.media_type}))
+    return subjects

@@ -150,8 +150,8 @@ def forget(path: Path) -> None:
 
 
 def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine, result: BuildResult, *,
-              receipt_file: Path, statement_file: Path, output: dict[str, Any], said: list[Any], started_ns: int,
-              key: Path | None, receipt: Path | None, record_host: bool) -> None:
+              receipt_file: Path, statement_file: Path, sbom_file: Path, output: dict[str, Any], said: list[Any],
+              started_ns: int, key: Path | None, receipt: Path | None, record_host: bool) -> None:
     """After a no-op build of the spec's own lock: stamp what it read (the store's image record and
     blobs among it) and said, so the next one is answered in milliseconds; forget the stamp when
     the build cannot be stamped (no image, no store record)."""
@@ -164,7 +164,7 @@ def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine,
     if result.image_id is None or oci is None:
         forget(where)
         return
-    files = [spec.path, lock.path, receipt_file, statement_file,
+    files = [spec.path, lock.path, receipt_file, statement_file, sbom_file,
              store.record_path(IMAGES, result.plan.image.key), docker_config(), *own_code(),
              *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
                                                         *(layer.descriptor.digest for layer in oci.layers)))]

@@ -209,8 +209,11 @@ def _prune(state: State, keep: int, pipeline: Pipeline, store: Store, spec_path:
 
 
 def _drop_receipts(removed: Sequence[Entry], kept: Sequence[Entry], store: Store, spec_path: Path) -> None:
-    """The receipt files only pruned nights named (they would keep their images in the store for
-    ever: every receipt under ``receipts/`` is a gc root), except the spec's own build's."""
+    """The receipt files only pruned nights named, and the SBOMs beside them (they would keep their
+    images in the store for ever: every file under ``receipts/`` is a gc root), except the spec's
+    own build's."""
+    from sparkimg.sbom.attest import sbom_path
+
     named = {e.receipt for e in kept if e.receipt}
     own = store.read_record(ROOTS, root_name(spec_path))
     image_key = str(((own or {}).get("keys") or [""])[-1])
@@ -218,6 +221,7 @@ def _drop_receipts(removed: Sequence[Entry], kept: Sequence[Entry], store: Store
         path = Path(entry.receipt) if entry.receipt else None
         if path is None or entry.receipt in named or (image_key and path.name.startswith(image_key[:16])):
             continue
+        sbom_path(path).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
 
 

@@ -18,7 +18,7 @@ from sparkimg.formats.canonical import hex_of
 from sparkimg.formats.lockfile import GitPin, PypiPin
 from sparkimg.formats.oci import ImageRecord
 from sparkimg.formats.record import LayerRecord
-from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, Subject
+from sparkimg.formats.statement import Descriptor, RunMetadata, Statement, image_subjects
 from sparkimg.lock.resolve import Lock
 from sparkimg.spec import CompileLayer, Spec
 
@@ -114,11 +114,8 @@ def statement(
         "engine": engine,
         "sparkimg": __version__,
     }
-    subjects = [Subject(image_ref, {"sha256": hex_of(oci.config_digest if oci else image_id)},
-                        {"kind": "image-config"})]
+    subjects = image_subjects(image_ref, image_id, oci)
     if oci is not None:
-        subjects.append(Subject(image_ref, {"sha256": hex_of(oci.manifest_digest)},
-                                {"kind": "image-manifest", "mediaType": oci.media_type}))
         internal["assembly"] = {
             "writer": "sparkimg", "tar": oci.tar_format, "compressor": oci.compressor,
             "base_manifest": oci.base_manifest,

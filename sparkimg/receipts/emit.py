@@ -40,9 +40,10 @@ def has_statement(result: BuildResult, store: Store) -> bool:
 
 
 def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Path | None = None,
-         record_host: bool = False, prewarm: Descriptor | None = None) -> Emitted:
+         record_host: bool = False, prewarm: Descriptor | None = None, sbom: Descriptor | None = None) -> Emitted:
     """Write the receipt of ``result`` (signed when ``key`` is given); return where and how.
-    ``prewarm`` is the byproduct of a prewarm run of this build (``prewarm.warm.receipt_entry``)."""
+    ``prewarm`` is the byproduct of a prewarm run of this build (``prewarm.warm.receipt_entry``),
+    ``sbom`` the SBOM written beside the receipt (``sbom.attest.byproduct``)."""
     if result.image_id is None:
         raise UsageError(f"{result.image_ref}: the image is not in the engine; nothing to write a receipt for")
     image_key = result.plan.image.key
@@ -60,6 +61,9 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
             record_host=record_host, oci=result.oci, check=result.check, base_nvcc=_base_nvcc(result, store))
     if prewarm is not None:
         kept = kept.with_byproduct(prewarm)
+        changed = True
+    if sbom is not None and sbom not in kept.byproducts:
+        kept = kept.with_byproduct(sbom)
         changed = True
     if changed:
         store.write_record(RECORDS, image_key, kept.to_json())

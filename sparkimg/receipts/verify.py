@@ -2,10 +2,10 @@
 
 The checks run in a fixed order and stop after the first class that fails: the
 signature (over the exact payload bytes, before they are parsed), the statement's
-schema, the recipe's expectations, the image (local engine or registry), the patch files
-on disk, and with ``rehash`` the store's copies of every input and output. Each check
-becomes a row of expected against found; bad input raises (exit 2), a mismatch returns a
-report whose exit code is 1.
+schema, the recipe's expectations, the SBOM the receipt names (``sbom_checks``), the image
+(local engine or registry), the patch files on disk, and with ``rehash`` the store's copies of
+every input and output. Each check becomes a row of expected against found; bad input raises
+(exit 2), a mismatch returns a report whose exit code is 1.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.fs.files import regular_file
+from sparkimg._internal.fs.files import MiB, read_input, regular_file
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import EngineError, ResolveError, UsageError
@@ -89,6 +89,7 @@ class Request:
     rehash: bool = False
     # verify-node: how this node's engine answers for an image ID (None: not a node check)
     node: Callable[[str], tuple[str, dict[str, str]] | None] | None = None
+    sbom: Path | None = None  # the SBOM to check; None: the one beside the receipt, when there
 
 
 def receipt_facts(path: Path) -> dict[str, Any]:
@@ -128,6 +129,7 @@ def verify(request: Request, *, store: Store | None = None,
     stages += [("signature", signature), ("statement", schema)]
     if recipe:
         stages.append(("recipe", lambda: recipe_checks(recipe, found)))
+    stages.append(("sbom", lambda: sbom_checks(request, parsed[0])))
     if request.image:
         image = request.image
         stages.append(("image", lambda: _image(image, found, local_image)))
@@ -147,6 +149,28 @@ def verify(request: Request, *, store: Store | None = None,
             report.skipped = [name for name, _ in stages[index + 1:]]
             break
     return report
+
+
+def sbom_checks(request: Request, statement: Statement) -> list[Check]:
+    """The SBOM the receipt names (``--sbom FILE``, else the one beside the receipt): signed by
+    the key, the very statement the receipt pins, about the receipt's image. A receipt that names
+    none has nothing to check; an SBOM not kept beside the receipt is said, not failed (it tells
+    what the image holds, and the image itself is checked by digest)."""
+    from sparkimg.sbom.attest import SBOM_HINT, checks, named, sbom_path
+
+    pinned = named(statement)
+    path = request.sbom or sbom_path(request.receipt)
+    if request.sbom is not None and not request.sbom.is_file():
+        raise UsageError(f"--sbom {request.sbom}: no such file", hint=SBOM_HINT)
+    if pinned is None:
+        return [] if request.sbom is None else [
+            Check("sbom", "SBOM", "named by the receipt", "not named", False,
+                  "the receipt names no SBOM (built before sparkimg wrote SBOMs); build again to make one")]
+    if not path.is_file():
+        return [Check("sbom", "SBOM", str(path), "absent", True, "not kept beside the receipt; not checked")]
+    raw = read_input(path, 64 * MiB, hint=SBOM_HINT)
+    found, _ = checks(raw, str(path), request.key, statement)
+    return [Check("sbom", f.field, f.expected, f.found, f.ok, f.note) for f in found]
 
 
 def node_checks(found: dict[str, Any], inspect: Callable[[str], tuple[str, dict[str, str]] | None]) -> list[Check]:

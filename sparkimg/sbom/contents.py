@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import posixpath
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.errors import BuildError
@@ -71,35 +72,82 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
-def stacked(layers: Iterable[Path]) -> dict[str, bytes | None]:
-    """The wanted files the stacked ``layers`` leave at the top: path -> bytes (None: there, but
-    too large to keep)."""
-    top: dict[str, bytes | None] = {}
-    for blob in layers:
-        removed: list[str] = []
-        added: dict[str, bytes | None] = {}
-        try:
-            with open_archive(blob) as archive:
-                for info in archive:
-                    name = info.name
-                    while name.startswith("./"):
-                        name = name[2:]
-                    name = posixpath.normpath(name.lstrip("/"))
-                    folder, base = posixpath.split(name)
-                    if base == ".wh..wh..opq":
-                        removed.append(folder)
-                    elif base.startswith(".wh."):
-                        removed.append(posixpath.join(folder, base[4:]))
-                    elif info.isreg() and _wanted(name):
-                        handle = archive.extractfile(info) if info.size <= METADATA_MAX else None
-                        added[name] = handle.read() if handle is not None else None
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise BuildError(f"layer {blob.name}: cannot read it: {exc}",
-                             hint="the store's copy is damaged; remove it and build again") from None
-        for gone in removed:
+@dataclass(frozen=True)
+class LayerReading:
+    """What one layer says to the SBOM: the paths its whiteouts remove from the layers below, and
+    the wanted files it adds, each already parsed (``_fact``). Small, so it is kept in the store
+    by the layer's digest (``sbom.image``) and a base layer is read once, whatever is built on it."""
+
+    removed: tuple[str, ...]
+    added: Mapping[str, Mapping[str, Any]]  # path -> {"debs": [...]} | {"dist": [name, version]} | {"other": kind} | {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"removed": list(self.removed), "added": {k: dict(v) for k, v in sorted(self.added.items())}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> LayerReading | None:
+        """The reading a record holds; None when it is not one (then the layer is read again)."""
+        if not isinstance(data, dict) or not isinstance(data.get("removed"), list) \
+                or not isinstance(data.get("added"), dict):
+            return None
+        if not all(isinstance(r, str) for r in data["removed"]) or not all(
+                isinstance(k, str) and isinstance(v, dict) for k, v in data["added"].items()):
+            return None
+        return cls(tuple(data["removed"]), data["added"])
+
+
+def _fact(name: str, data: bytes | None) -> dict[str, Any]:
+    """A wanted file, parsed: dpkg's packages, a distribution's name and version, or the kind of a
+    database not read; empty for a file too large to read or without a name and version."""
+    if name in OTHER_DATABASES:
+        return {"other": OTHER_DATABASES[name]}
+    if data is None:
+        return {}
+    if name == DPKG_STATUS:
+        return {"debs": [[p.name, p.version, p.architecture, p.source] for p in debs(data)]}
+    headers = HeaderParser().parsestr(data.decode("utf-8", "replace"), headersonly=True)
+    found, version = headers.get("Name"), headers.get("Version")
+    return {"dist": [str(found), str(version)]} if found and version else {}
+
+
+def read_layer(archive: tarfile.TarFile) -> LayerReading:
+    """One layer's whiteouts and wanted files, read from its open tar (a file or a stream)."""
+    removed: list[str] = []
+    added: dict[str, dict[str, Any]] = {}
+    for info in archive:
+        name = info.name
+        while name.startswith("./"):
+            name = name[2:]
+        name = posixpath.normpath(name.lstrip("/"))
+        folder, base = posixpath.split(name)
+        if base == ".wh..wh..opq":
+            removed.append(folder)
+        elif base.startswith(".wh."):
+            removed.append(posixpath.join(folder, base[4:]))
+        elif info.isreg() and _wanted(name):
+            handle = archive.extractfile(info) if info.size <= METADATA_MAX else None
+            added[name] = _fact(name, handle.read() if handle is not None else None)
+    return LayerReading(tuple(removed), added)
+
+
+def read_layer_file(blob: Path) -> LayerReading:
+    """``read_layer`` of a layer blob on disk (a tar, compressed or not)."""
+    try:
+        with open_archive(blob) as archive:
+            return read_layer(archive)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BuildError(f"layer {blob.name}: cannot read it: {exc}",
+                         hint="the store's copy is damaged; remove it and build again") from None
+
+
+def stacked(readings: Iterable[LayerReading]) -> dict[str, Mapping[str, Any]]:
+    """The wanted files the stacked layers leave at the top, base first: path -> parsed file."""
+    top: dict[str, Mapping[str, Any]] = {}
+    for reading in readings:
+        for gone in reading.removed:
             for path in [p for p in top if _under(p, gone)]:
                 del top[path]
-        top.update(added)
+        top.update(reading.added)
     return top
 
 
@@ -119,20 +167,15 @@ def debs(status: bytes) -> list[DebPackage]:
     return sorted(found, key=lambda p: (p.name, p.architecture))
 
 
-def read(layers: Iterable[Path]) -> Contents:
-    """What the image made of ``layers`` (blob files, base first) holds."""
-    top = stacked(layers)
+def read(readings: Iterable[LayerReading]) -> Contents:
+    """What the image made of these layers (base first) holds."""
     contents = Contents()
-    for path, data in sorted(top.items()):
-        if path == DPKG_STATUS and data is not None:
-            contents.debs = debs(data)
-        elif path in OTHER_DATABASES:
-            contents.unread.append(f"{OTHER_DATABASES[path]} ({path})")
-        elif data is not None:
-            headers = HeaderParser().parsestr(data.decode("utf-8", "replace"), headersonly=True)
-            name, version = headers.get("Name"), headers.get("Version")
-            folder = _dist_folder(path)
-            if name and version and folder is not None:
-                contents.python.append(PythonDist(str(name), str(version), folder))
+    for path, fact in sorted(stacked(readings).items()):
+        if "debs" in fact:
+            contents.debs = [DebPackage(*row) for row in fact["debs"]]
+        elif "other" in fact:
+            contents.unread.append(f"{fact['other']} ({path})")
+        elif "dist" in fact and (folder := _dist_folder(path)) is not None:
+            contents.python.append(PythonDist(str(fact["dist"][0]), str(fact["dist"][1]), folder))
     contents.python.sort(key=lambda d: (d.name.lower(), d.version, d.path))
     return contents

@@ -3,11 +3,12 @@
 Marking is by reference, as Nix finds a store path's references by scanning it for hashes:
 every sha256 (64 hex digits) and git commit (40) written in a root is live; so is every record
 named by a live one (``images/KEY``, ``layers/KEY``, ``statements/KEY``, ``audits/KEY``,
-``git/COMMIT``) and every blob; records and small JSON blobs (manifests, configs, indexes)
-that are live are scanned in turn, until nothing new is found. A receipt's DSSE payload is
-decoded and scanned. Caches keyed by something no document names (``oci-layers`` by the key
-of a layer's inputs, ``compressed-layers`` by diff_id and compressor) are live when they name
-a live digest. Scanning needs no knowledge of each format and errs on the side of keeping: a
+``sboms/KEY``, ``sbom-layers/DIGEST``, ``git/COMMIT``) and every blob; records and small JSON
+blobs (manifests, configs, indexes) that are live are scanned in turn, until nothing new is
+found. A receipt's DSSE payload is decoded and scanned. Caches keyed by something no document
+names (``oci-layers`` by the key of a layer's inputs, ``compressed-layers`` by diff_id and
+compressor) are live when they name a live digest. Scanning needs no knowledge of each format
+and errs on the side of keeping: a
 digest that merely appears in a live document keeps its blob.
 
 Roots (``store.roots``): each spec built with this store whose file still exists (its last
@@ -36,7 +37,8 @@ from sparkimg.store.content import Store
 from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
 
 HEX = re.compile(rb"(?<![0-9a-f])(?:[0-9a-f]{64}|[0-9a-f]{40})(?![0-9a-f])")
-NAMED = ("images", "layers", "statements", "audits", "git")  # records named by a key or a commit
+# Records named by a key, a layer digest or a commit (``sboms`` by image key, ``sbom-layers`` by layer digest).
+NAMED = ("images", "layers", "statements", "audits", "git", "sboms", "sbom-layers")
 NAMING = ("oci-layers", "compressed-layers")  # caches live when they name a live digest
 SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned for references
 LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems

@@ -81,6 +81,7 @@ def test_a_node_with_the_base_loads_only_the_new_layers(saved: Saved) -> None:
     assert node.layers(name) == loaded["diff_ids"] and loaded["diff_ids"][-3:] == saved.built["oci"]["diff_ids"]
     code, again, err = node.sparkimg(saved.store, "load", saved.slim["path"], "--key", saved.trusted, "--json")
     assert code == 0 and again["sent_layers"] == 0, err  # it has them all now: the config alone goes
+    assert loaded["sbom"] == saved.slim["sbom"] is not None and "sbom" in loaded["checks"]  # issue 26
 
 
 def test_docker_load_and_podman_load_take_the_full_file(saved: Saved, tmp_path: Path) -> None:
@@ -191,6 +192,23 @@ def test_a_changed_archive_loads_nothing(saved: Saved) -> None:
     code, _, err = node.sparkimg(saved.store, "load", str(_write(members, saved.folder / "bitflip.tar")), "--key",
                                  saved.trusted)
     assert code == 1 and "does not hash to its name" in err, err
+    # The SBOM swapped for an edited one (a package's version changed): the receipt does not name it.
+    members = _members(saved.slim["path"])
+    index = json.loads(members["index.json"])
+    entry = index["manifests"][0]
+    artifact = json.loads(members[oci.blob_path(entry["annotations"][oci.SBOM_ANNOTATION])])
+    envelope = json.loads(members[oci.blob_path(artifact["layers"][0]["digest"])])
+    edited = base64.b64decode(envelope["payload"]).replace(b'"1.16.0"', b'"1.17.0"', 1)
+    sbom_forged = json.dumps({**envelope, "payload": base64.b64encode(edited).decode()}).encode()
+    subject = oci.Descriptor(entry["mediaType"], entry["digest"], entry["size"])
+    sbom_artifact = oci.receipt_artifact(subject, sbom_forged, oci.SBOM_ARTIFACT)
+    members[oci.blob_path(sha256_prefixed(sbom_forged))] = sbom_forged
+    members[oci.blob_path(sha256_prefixed(sbom_artifact))] = sbom_artifact
+    members["index.json"] = oci.encode({**index, "manifests": [
+        {**entry, "annotations": {**entry["annotations"], oci.SBOM_ANNOTATION: sha256_prefixed(sbom_artifact)}}]})
+    code, _, err = node.sparkimg(saved.store, "load", str(_write(members, saved.folder / "sbom.tar")), "--key",
+                                 saved.trusted)
+    assert code == 1 and "the SBOM does not verify" in err and "statement sha256" in err, err
     assert node.docker("images", "-a", "-q", "--no-trunc").stdout == before  # untouched
     assert node.image_id(evil) is None and node.image_id(name) is None
     code, _, err = node.sparkimg(saved.store, "load", "/nonexistent.tar", "--key", saved.trusted)

@@ -127,6 +127,56 @@ def test_every_node_pulls_the_same_image(cluster: Cluster) -> None:
     assert len({json.dumps(pulled, sort_keys=True) for _, pulled, _ in results}) == 1
 
 
+def test_a_node_pulls_the_sbom_beside_the_receipt_and_a_tampered_one_is_refused(cluster: Cluster) -> None:
+    """Issue 26: the SBOM the build signed travels with the push; a node's pull fetches it, checks
+    it against the receipt and keeps it beside the receipt, where verify-node checks it again. An
+    SBOM the registry serves in its place that the receipt does not name refuses the pull."""
+    _require_pulled(cluster)
+    node = cluster.nodes[0]
+    kept = cluster.folder / "node0" / "v1.receipt.json"
+    code, pulled, err = node.sparkimg(cluster.store, "pull", cluster.tag, "--key", cluster.trusted,
+                                      "--receipt-out", str(kept), "--json")
+    assert code == 0 and pulled["sbom"] == cluster.pushed["sbom"] and "sbom" in pulled["checks"], err
+    sbom = kept.with_name("v1.sbom.json")
+    assert json.loads(sbom.read_bytes())["payload"] == json.loads((cluster.folder / "v1.sbom.json").read_bytes())[
+        "payload"]
+    code, checked, err = node.sparkimg(cluster.store, "verify-node", "--receipt", str(kept), "--key",
+                                       cluster.trusted, "--json")
+    assert code == 0 and any(c["stage"] == "sbom" and c["ok"] for c in checked["checks"]), err
+    code, shown, err = sparkimg(cluster.store, "sbom", cluster.tag, "--key", cluster.trusted, "--json")
+    assert code == 0 and shown["spdxVersion"] == "SPDX-2.3", err
+
+    # The SBOM on the node edited (a package's version): verify-node fails at the sbom stage.
+    envelope = json.loads(sbom.read_bytes())
+    edited = base64.b64decode(envelope["payload"]).replace(b'"1.16.0"', b'"1.17.0"', 1)
+    sbom.write_text(json.dumps({**envelope, "payload": base64.b64encode(edited).decode()}))
+    code, checked, err = node.sparkimg(cluster.store, "verify-node", "--receipt", str(kept), "--key",
+                                       cluster.trusted, "--json")
+    assert code == 1 and checked["failed_stage"] == "sbom", err
+    assert any("statement sha256" in r for r in checked["reasons"])
+
+    # The registry's SBOM replaced by the edited one: no node pulls.
+    genuine = _served(cluster.repository, cluster.pushed["manifest"])
+    subject = oci.Descriptor(json.loads(genuine)["mediaType"], cluster.pushed["manifest"], len(genuine))
+    fallback = oci.fallback_tag(cluster.pushed["manifest"])
+    name = cluster.repository.removeprefix(f"{REGISTRY}/")
+    index = requests.get(f"http://{REGISTRY}/v2/{name}/manifests/{fallback}", timeout=10,
+                         headers={"Accept": oci.OCI_INDEX}).content
+    forged = sbom.read_bytes()
+    _put_blob(cluster.repository, forged)
+    artifact = oci.receipt_artifact(subject, forged, oci.SBOM_ARTIFACT)
+    _put_manifest(cluster.repository, sha256_prefixed(artifact), artifact, oci.OCI_MANIFEST)
+    receipts = [m for m in json.loads(index)["manifests"] if m["artifactType"] == oci.RECEIPT_ARTIFACT]
+    swapped = oci.referrers_index(oci.encode({"schemaVersion": 2, "mediaType": oci.OCI_INDEX, "manifests": receipts}),
+                                  artifact, oci.SBOM_ARTIFACT)
+    _put_manifest(cluster.repository, fallback, swapped, oci.OCI_INDEX)
+    try:
+        code, _, err = node.sparkimg(cluster.store, "pull", cluster.tag, "--key", cluster.trusted, "--json")
+        assert code == 1 and "no attached SBOM verifies" in err and "statement sha256" in err, err
+    finally:
+        _put_manifest(cluster.repository, fallback, index, oci.OCI_INDEX)
+
+
 def test_a_receipt_that_does_not_verify_is_refused_on_every_node(cluster: Cluster) -> None:
     _require_pulled(cluster)
     body, manifest, config = _other_image(cluster)

@@ -11,13 +11,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkimg._internal.fs.files import read_input
 from sparkimg._internal.locations import docker_config
-from sparkimg._internal.net.http import CONFIG_MAX, DOCUMENT_MAX, TOKEN_MAX, error_text, read_within, request
+from sparkimg._internal.net.http import (
+    CONFIG_MAX,
+    DOCUMENT_MAX,
+    TOKEN_MAX,
+    error_text,
+    read_within,
+    request,
+    stream_within,
+)
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.formats.canonical import loads
 
@@ -319,3 +328,25 @@ def _json_object(raw: bytes, url: str, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ResolveError(f"{url}: the registry answered with JSON that is not a {what} object")
     return data
+
+
+BLOB_CHUNK = 1 << 20  # bytes per read of a streamed blob
+
+
+def client_stream(client: RegistryClient, ref: ImageRef, digest: str, size: int) -> Iterator[bytes]:
+    """A base layer from its registry, checked against its digest as it streams and cut off once
+    it passes the ``size`` its descriptor gives (a server that never ends would fill the disk)."""
+    response = client.send("GET", ref, f"{ref.base_url}/blobs/{digest}", stream=True)
+    hashed = hashlib.sha256()
+    received = 0
+    for chunk in stream_within(response, f"{ref.registry}/{ref.repository}: blob {digest}", BLOB_CHUNK):
+        received += len(chunk)
+        if received > size:
+            response.close()
+            raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} is longer than its "
+                               f"descriptor's {size} bytes", hint="the registry serves other bytes; nothing was kept")
+        hashed.update(chunk)
+        yield chunk
+    if "sha256:" + hashed.hexdigest() != digest:
+        raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
+

@@ -179,8 +179,7 @@ def test_an_endless_project_page_is_refused(server: str, monkeypatch: pytest.Mon
 
 
 def test_a_layer_longer_than_its_descriptor_is_cut_off(server: str) -> None:
-    from sparkimg._internal.net.registry import ImageRef
-    from sparkimg.distribution.push import client_stream
+    from sparkimg._internal.net.registry import ImageRef, client_stream
 
     stream = client_stream(RegistryClient(), ImageRef.parse(f"{server}/sparkimg/demo"), "sha256:" + "0" * 64, MiB)
     took, peak = refused(lambda: sum(len(chunk) for chunk in stream), f"longer than its descriptor's {MiB} bytes")

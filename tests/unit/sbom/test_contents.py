@@ -4,10 +4,11 @@ and the two kinds of record read (dpkg's status, Python distribution metadata)."
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from pathlib import Path
 
-from sparkimg.sbom.contents import debs, read
+from sparkimg.sbom.contents import LayerReading, debs, read, read_layer_file
 
 STATUS = b"""Package: bash
 Status: install ok installed
@@ -68,7 +69,7 @@ def test_layers_stack_with_whiteouts_and_opaque_folders(tmp_path: Path) -> None:
         "opt/venv/lib/python3.11/site-packages/.wh..wh..opq": None,  # the venv's packages all gone
         "lib/apk/db/installed": b"P:busybox\n",
     })
-    contents = read([base, upper])
+    contents = read([read_layer_file(base), read_layer_file(upper)])
     assert [(d.name, d.version) for d in contents.python] == [
         ("kept", "2.0"), ("legacy", "0.1"), ("old", "1.1"), ("tool", "3")]
     legacy = [d.path for d in contents.python if d.name == "legacy"]
@@ -80,4 +81,15 @@ def test_layers_stack_with_whiteouts_and_opaque_folders(tmp_path: Path) -> None:
 def test_a_whiteout_of_the_status_file_leaves_no_packages(tmp_path: Path) -> None:
     base = _layer(tmp_path / "0.tar", {"var/lib/dpkg/status": STATUS})
     upper = _layer(tmp_path / "1.tar", {"var/lib/dpkg/.wh.status": None})
-    assert read([base, upper]).debs == []
+    assert read([read_layer_file(base), read_layer_file(upper)]).debs == []
+
+
+def test_a_reading_kept_as_json_reads_back_the_same(tmp_path: Path) -> None:
+    reading = read_layer_file(_layer(tmp_path / "0.tar", {
+        "var/lib/dpkg/status": STATUS, f"{SITE}/six-1.16.0.dist-info/METADATA": _metadata("six", "1.16.0"),
+        f"{SITE}/.wh.old-1.dist-info": None}))
+    again = LayerReading.from_json(json.loads(json.dumps(reading.to_json())))
+    assert again is not None and read([again]) == read([reading])
+    assert [d.name for d in read([again]).python] == ["six"]
+    assert LayerReading.from_json({"removed": "x", "added": {}}) is None  # not a reading: read the layer again
+    assert LayerReading.from_json(None) is None

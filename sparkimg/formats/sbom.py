@@ -1,0 +1,54 @@
+"""The SBOM attestation: an in-toto Statement v1 whose predicate is the image's SPDX 2.3
+document and whose subjects are the receipt's (the image config and manifest).
+
+Pure: the statement's bytes, reading one back, and the receipt byproduct that names it. The
+receipt names the statement by the sha256 of these bytes (the DSSE payload), never of the
+envelope, whose ECDSA signature differs on every signing; so the receipt pins the SBOM's
+content while any number of keys may sign it. docs/sbom.md is the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sparkimg.errors import EnvelopeError
+from sparkimg.formats.canonical import canonical
+from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
+from sparkimg.formats.statement import Subject
+
+PREDICATE_TYPE = "https://spdx.dev/Document/v2.3"  # in-toto attestation framework's SPDX predicate
+MEDIA_TYPE = "application/vnd.in-toto+json"  # what the receipt's byproduct digest is the digest of
+BYPRODUCT = "sbom"  # the receipt byproduct's name
+SPDX_VERSION = "SPDX-2.3"
+
+
+def statement(document: Mapping[str, Any], subjects: Iterable[Subject]) -> bytes:
+    """The attestation's bytes (canonical JSON): ``document`` about ``subjects``."""
+    return canonical({"_type": STATEMENT_TYPE, "subject": [s.to_json() for s in subjects],
+                      "predicateType": PREDICATE_TYPE, "predicate": dict(document)})
+
+
+def parse(payload: bytes, where: str) -> tuple[tuple[Subject, ...], dict[str, Any]]:
+    """(subjects, SPDX document) of an attestation's bytes; anything else is an ``EnvelopeError``
+    naming ``where``."""
+    data = parse_payload(payload, where)
+    if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:
+        raise EnvelopeError(f"{where}: not an in-toto Statement v1")
+    if data.get("predicateType") != PREDICATE_TYPE:
+        raise EnvelopeError(f"{where}: predicateType is {data.get('predicateType')!r}, an SBOM's is "
+                            f"{PREDICATE_TYPE!r}")
+    document, subjects = data.get("predicate"), data.get("subject")
+    if not isinstance(document, dict) or document.get("spdxVersion") != SPDX_VERSION:
+        raise EnvelopeError(f"{where}: the predicate is not an {SPDX_VERSION} document")
+    if not isinstance(subjects, list) or not subjects:
+        raise EnvelopeError(f"{where}: the statement has no subject")
+    found = []
+    for index, subject in enumerate(subjects):
+        digest = subject.get("digest") if isinstance(subject, dict) else None
+        if not isinstance(subject, dict) or not isinstance(subject.get("name"), str) or not isinstance(digest, dict) \
+                or not all(isinstance(k, str) and isinstance(v, str) for k, v in digest.items()):
+            raise EnvelopeError(f"{where}: subject[{index}] must have a name and a digest of strings")
+        notes = subject.get("annotations") or {}
+        found.append(Subject(subject["name"], digest, notes if isinstance(notes, dict) else {}))
+    return tuple(found), document
