@@ -25,7 +25,7 @@ from typing import Any
 from sparkimg._internal.fs.files import identity
 from sparkimg.engine import socket_api as engine_api
 from sparkimg.engine.ownership import LEASE, OWNER_LABEL, alive, lease, owner
-from sparkimg.engine.podman import is_podman, pull_flags
+from sparkimg.engine.podman import is_podman, pull_flags, run_ulimits
 from sparkimg.errors import BuildError, EngineError
 from sparkimg.formats.canonical import loads
 
@@ -261,8 +261,16 @@ class Engine:
 
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:
         """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull
-        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known."""
+        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known, or
+        under podman (no daemon: its CLI pulls, told that the loopback registry speaks plain HTTP)."""
         from urllib.parse import urlencode
+
+        if self.api_socket is None and is_podman(self.client):
+            args = [self.client, "pull", "--quiet", *pull_flags(self.client, reference), reference]
+            proc = _call(args, timeout=timeout)
+            if proc.returncode != 0:
+                raise EngineError(_failed(args, proc))
+            return
 
         name, _, digest = reference.partition("@")
         query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
@@ -305,6 +313,8 @@ class Engine:
                 self.server = str(version) if isinstance(version, str) else None
             except (OSError, ValueError, AttributeError):
                 self.server = None
+        if self.server is None and is_podman(self.client):  # no daemon: the version is podman's own
+            self.server = "podman " + _run([self.client, "version", "--format", "{{.Client.Version}}"]).strip()
         if self.server is None:
             self.server = _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
         return self.server
@@ -348,14 +358,16 @@ class Engine:
                 "pull": "never",
                 "labels": {OWNER_LABEL: owner()},
             }
+            if ulimits := run_ulimits(self.client, limits.pids):
+                kwargs["ulimit"] = ulimits
             if limits.cpus is not None:
                 kwargs["cpus"] = limits.cpus
             if limits.cpuset is not None:
                 kwargs["cpuset_cpus"] = _cpu_list(limits.cpuset)
             if limits.cgroup_parent:
                 kwargs["cgroup_parent"] = limits.cgroup_parent
-            if gpus:
-                kwargs["gpus"] = "all"
+            if gpus:  # podman reaches GPUs through CDI (nvidia-ctk cdi generate), not --gpus
+                kwargs.update({"devices": ["nvidia.com/gpu=all"]} if is_podman(self.client) else {"gpus": "all"})
             try:
                 try:
                     container = docker.run(image, list(command), **kwargs)

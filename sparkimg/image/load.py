@@ -1,8 +1,9 @@
 """Put an assembled image into the local engine, sending only the layers the engine lacks.
 
-A local Docker daemon pulls it from a one-shot loopback registry (``handoff``): it skips each
-layer it has by blob digest and applies the others in process. Where that fails (podman, a
-remote or rootless daemon, a layer the engine lost), the image goes in by ``docker load``.
+A local Docker daemon, or podman, pulls it from a one-shot loopback registry (``handoff``): it
+skips each layer it has by blob digest (podman: the base's, which it pulled) and applies the
+others in process. Where that fails (a remote or rootless daemon, a layer the engine lost), the
+image goes in by ``docker load``.
 
 A ``docker load`` archive is ``manifest.json``, the config and the layer blobs. Docker's
 classic store skips a layer whose chain it already has without opening its file (moby
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkimg.engine.docker import Engine, ImageInfo
+from sparkimg.engine.podman import is_podman
 from sparkimg.errors import BuildError, EngineError
 from sparkimg.events import Event, Kind, Phase, Reporter
 from sparkimg.formats import oci
@@ -49,7 +51,7 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
          known: Iterable[str], report: Reporter) -> Loaded:
     """Load ``record`` into the engine as ``tag``; ``known`` names images the engine may have whose
     layers need not be sent."""
-    if engine.api_socket is not None:
+    if engine.api_socket is not None or is_podman(engine.client):
         try:
             return _handoff(engine, store, record, base, tag, report)
         except (EngineError, OSError) as exc:
