@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.locations import signing_key_path
-from sparkimg.errors import EngineError, SparkimgError, UsageError, VerificationError
+from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 
 if TYPE_CHECKING:
@@ -452,52 +452,24 @@ def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = No
     - a REF (REGISTRY/REPO:TAG or @DIGEST): the SBOM attached beside the image; with ``key``, the
       newest one it signed."""
     from sparkimg.formats import sbom as sbom_format
-    from sparkimg.formats.intoto import parse_payload
     from sparkimg.plan.keys import image_ref
-    from sparkimg.sbom.attest import SBOM_HINT, document_of, receipt_statement, sbom_path, verified
+    from sparkimg.sbom.attest import UNCHECKED, document_of, signed_file
     from sparkimg.signing import dsse
     from sparkimg.signing.keys import load_public
 
     path = Path(source)
     trusted = load_public(key) if key is not None else None
-    unchecked = "not checked (pass --key)"
     if not path.exists() and "/" in str(source) and not str(source).endswith((".json", ".yaml", ".yml")):
         from sparkimg.distribution.pull import attached_sbom
 
         artifact, attached = attached_sbom(str(source), trusted)
         return ShownSbom(sbom_format.parse(dsse.parse(attached, artifact).payload, artifact)[1], artifact,
-                         "valid" if trusted else unchecked)
+                         "valid" if trusted else UNCHECKED)
     if path.suffix != ".json":
         spec, the_store, lock, image, record = _stored_image(path, store, report)
         return ShownSbom(document_of(spec, lock, the_store, record, image_ref(spec, image), report), "store",
                          "unsigned (made from the store)")
-    raw = read_input(path, RECEIPT_BYTES, hint=SBOM_HINT)
-    envelope = dsse.parse(raw, str(path), hint=SBOM_HINT)
-    payload = parse_payload(envelope.payload, str(path))
-    if isinstance(payload, dict) and payload.get("predicateType") == sbom_format.PREDICATE_TYPE:
-        why = envelope.check_signature(trusted) if trusted else None
-        if why is not None:
-            raise VerificationError(f"{path}: the SBOM's signature does not verify: {why}",
-                                    hint="pass the key that signed the build")
-        return ShownSbom(sbom_format.parse(envelope.payload, str(path))[1], str(path),
-                         "valid (the receipt not checked: pass the receipt to check the SBOM against it)"
-                         if trusted else unchecked)
-    beside = sbom_path(path)
-    if not beside.is_file():
-        raise UsageError(f"{path}: no SBOM beside the receipt ({beside.name})", hint=SBOM_HINT)
-    sbom_raw = read_input(beside, RECEIPT_BYTES, hint=SBOM_HINT)
-    if trusted is None:
-        return ShownSbom(sbom_format.parse(dsse.parse(sbom_raw, str(beside)).payload, str(beside))[1], str(beside),
-                         unchecked)
-    why = envelope.check_signature(trusted)
-    if why is not None:
-        raise VerificationError(f"{path}: the receipt's signature does not verify: {why}",
-                                hint="pass the key that signed the build")
-    try:
-        document = verified(sbom_raw, str(beside), trusted, receipt_statement(raw, str(path)))
-    except UsageError as exc:
-        raise VerificationError(exc.message, hint=exc.hint) from None
-    return ShownSbom(document, str(beside), "valid, and the statement the receipt names")
+    return ShownSbom(*signed_file(path, trusted))
 
 
 RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound
@@ -535,30 +507,11 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
         if written.exists() else None
     if data is None:
         report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
-    sbom = _named_sbom(written, data, Phase.PUSH, report) if data is not None else None
+    from sparkimg.sbom.attest import sbom_beside
+
+    sbom = sbom_beside(written, data, Phase.PUSH, report) if data is not None else None
     return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, sbom=sbom,
                       compression=compressor, threads=threads or default_threads(), report=report)
-
-
-def _named_sbom(receipt: Path, envelope: bytes, phase: Phase, report: Reporter) -> bytes | None:
-    """The SBOM envelope beside ``receipt`` when it is the one the receipt names (a push or save
-    never sends an SBOM every pull or load would refuse); None, said, when there is none."""
-    import hashlib
-
-    from sparkimg.sbom.attest import SBOM_HINT, named, receipt_statement, sbom_path
-    from sparkimg.signing import dsse
-
-    pinned = named(receipt_statement(envelope, str(receipt)))
-    path = sbom_path(receipt)
-    if pinned is None or not path.exists():
-        report(Event(phase, f"no SBOM {'named by the receipt' if pinned is None else f'at {path}'}: the image "
-                     "goes without one", kind=Kind.WARNING))
-        return None
-    sbom = read_input(path, RECEIPT_BYTES, hint=SBOM_HINT)
-    if hashlib.sha256(dsse.parse(sbom, str(path), hint=SBOM_HINT).payload).hexdigest() != pinned.digests.get("sha256"):
-        raise UsageError(f"{path}: not the SBOM the receipt {receipt} names (its statement's sha256 differs)",
-                         hint=f"build the spec again to write both anew; {SBOM_HINT}")
-    return sbom
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
@@ -622,7 +575,9 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
     name = tag or str(statement_facts.get("image.reference") or "")
     envelope = read_input(envelope_path, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote")
-    sbom = _named_sbom(envelope_path, envelope, Phase.SAVE, report)
+    from sparkimg.sbom.attest import sbom_beside
+
+    sbom = sbom_beside(envelope_path, envelope, Phase.SAVE, report)
     return save_archive(record, base, base_repository, the_store, envelope, name, output,
                         without_base=without_base, sbom=sbom, report=report)
 

@@ -14,8 +14,9 @@ import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sparkimg.errors import EnvelopeError
-from sparkimg.events import Reporter, silent
+from sparkimg._internal.fs.files import MiB, read_input
+from sparkimg.errors import EnvelopeError, UsageError, VerificationError
+from sparkimg.events import Phase, Reporter, silent
 from sparkimg.formats import sbom as sbom_format
 from sparkimg.formats.oci import ImageRecord
 from sparkimg.formats.statement import Descriptor, Statement, Subject, image_subjects
@@ -82,13 +83,14 @@ def made(result: BuildResult, store: Store, key: PrivateKey | None, receipt: Pat
     written: Written = write_signed(path, payload, key)
     if written.written:
         report(Event(Phase.RECEIPT, f"SBOM {path}" + (" signed" if written.signed else " (NOT signed)")))
-    return byproduct(payload, path)
+    return byproduct(payload)
 
 
-def byproduct(payload: bytes, path: Path) -> Descriptor:
+def byproduct(payload: bytes) -> Descriptor:
     """The receipt's ``sbom`` byproduct: the statement's sha256 (its content; the envelope's
-    signatures may differ) and the file's name beside the receipt."""
-    return Descriptor(sbom_format.BYPRODUCT, f"file:{path.name}", {"sha256": hashlib.sha256(payload).hexdigest()},
+    signatures may differ). No file name: the file lies beside the receipt (``sbom_path``), and
+    a receipt's bytes must not depend on the name it was written under."""
+    return Descriptor(sbom_format.BYPRODUCT, None, {"sha256": hashlib.sha256(payload).hexdigest()},
                       media_type=sbom_format.MEDIA_TYPE,
                       annotations={"predicateType": sbom_format.PREDICATE_TYPE, "envelope": "dsse"})
 
@@ -154,3 +156,60 @@ def verified(envelope: bytes, where: str, key: PublicKey, receipt: Statement) ->
         raise EnvelopeError(f"{where}: the SBOM does not verify: {'; '.join(failed)}", hint=SBOM_HINT)
     return document
 
+
+ENVELOPE_BYTES = 64 * MiB  # what an SBOM or receipt file read whole may hold
+UNCHECKED = "not checked (pass --key)"
+
+
+def signed_file(path: Path, trusted: PublicKey | None) -> tuple[dict[str, Any], str, str]:
+    """(document, where it was read, the signature's state) of the SBOM in ``path``, or beside the
+    receipt in ``path``; with ``trusted``, checked against the key (and the receipt that names it:
+    ``verified``), else shown as not checked. A failed check is a ``VerificationError``."""
+    from sparkimg.formats.intoto import parse_payload
+
+    if not path.is_file():
+        raise UsageError(f"{path}: no such receipt or SBOM file", hint=SBOM_HINT)
+    raw = read_input(path, ENVELOPE_BYTES, hint=SBOM_HINT)
+    envelope = dsse.parse(raw, str(path), hint=SBOM_HINT)
+    payload = parse_payload(envelope.payload, str(path))
+    if isinstance(payload, dict) and payload.get("predicateType") == sbom_format.PREDICATE_TYPE:
+        why = envelope.check_signature(trusted) if trusted else None
+        if why is not None:
+            raise VerificationError(f"{path}: the SBOM's signature does not verify: {why}",
+                                    hint="pass the key that signed the build")
+        return (sbom_format.parse(envelope.payload, str(path))[1], str(path),
+                "valid (the receipt not checked: pass the receipt to check the SBOM against it)"
+                if trusted else UNCHECKED)
+    beside = sbom_path(path)
+    if not beside.is_file():
+        raise UsageError(f"{path}: no SBOM beside the receipt ({beside.name})", hint=SBOM_HINT)
+    sbom_raw = read_input(beside, ENVELOPE_BYTES, hint=SBOM_HINT)
+    if trusted is None:
+        return sbom_format.parse(dsse.parse(sbom_raw, str(beside)).payload, str(beside))[1], str(beside), UNCHECKED
+    why = envelope.check_signature(trusted)
+    if why is not None:
+        raise VerificationError(f"{path}: the receipt's signature does not verify: {why}",
+                                hint="pass the key that signed the build")
+    try:
+        document = verified(sbom_raw, str(beside), trusted, receipt_statement(raw, str(path)))
+    except UsageError as exc:
+        raise VerificationError(exc.message, hint=exc.hint) from None
+    return document, str(beside), "valid, and the statement the receipt names"
+
+
+def sbom_beside(receipt: Path, envelope: bytes, phase: Phase, report: Reporter) -> bytes | None:
+    """The SBOM envelope beside ``receipt`` when it is the one the receipt names (a push or save
+    never sends an SBOM every pull or load would refuse); None, said, when there is none."""
+    from sparkimg.events import Event, Kind
+
+    pinned = named(receipt_statement(envelope, str(receipt)))
+    path = sbom_path(receipt)
+    if pinned is None or not path.exists():
+        report(Event(phase, f"no SBOM {'named by the receipt' if pinned is None else f'at {path}'}: the image "
+                     "goes without one", kind=Kind.WARNING))
+        return None
+    sbom = read_input(path, ENVELOPE_BYTES, hint=SBOM_HINT)
+    if hashlib.sha256(dsse.parse(sbom, str(path), hint=SBOM_HINT).payload).hexdigest() != pinned.digests.get("sha256"):
+        raise UsageError(f"{path}: not the SBOM the receipt {receipt} names (its statement's sha256 differs)",
+                         hint=f"build the spec again to write both anew; {SBOM_HINT}")
+    return sbom

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +91,24 @@ def flashinfer_base() -> str:
     if run.returncode != 0:
         unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
     return run.stdout.strip().splitlines()[-1]
+
+
+@contextlib.contextmanager
+def own_podman_storage(folder: Path, monkeypatch: pytest.MonkeyPatch, driver: str = "overlay") -> Iterator[Path]:
+    """podman pointed (CONTAINERS_STORAGE_CONF) at its own storage under a temporary folder, reset
+    and removed afterwards, so the host's podman images are not touched. Fails under CI=true when
+    podman is missing (environment.md: Debian has it), else skips."""
+    if shutil.which("podman") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("podman is not installed (apt-get install podman)")
+        pytest.skip("podman is not installed")
+    root = Path(tempfile.mkdtemp(prefix="spk-", dir="/tmp"))  # podman wants a runroot under 50 characters
+    storage = folder / "storage.conf"
+    storage.write_text(f'[storage]\ndriver = "{driver}"\nrunroot = "{root}/run"\ngraphroot = "{root}/root"\n')
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(storage))
+    try:
+        yield root
+    finally:
+        subprocess.run(["podman", "system", "reset", "-f"], capture_output=True, check=False,
+                       env={**os.environ, "CONTAINERS_STORAGE_CONF": str(storage)})
+        shutil.rmtree(root, ignore_errors=True)

@@ -26,6 +26,7 @@ from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 from tests.support import DEMO_BASE
 
+from .helpers import own_podman_storage
 from .nodes import Node, nodes, signed_demo, sparkimg
 
 
@@ -220,20 +221,9 @@ def test_sparkimg_load_and_pull_into_podman(saved: Saved, tmp_path: Path, monkey
     full file (verified first; podman takes no layer by chain, so every layer is sent) and refuses the
     one without the base's layers with the fix; `sparkimg pull` verifies the receipt in the registry,
     pulls by digest over plain HTTP on loopback as docker would, and checks podman's view of it."""
-    if shutil.which("podman") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("podman is not installed (apt-get install podman)")
-        pytest.skip("podman is not installed")
-    root = Path(tempfile.mkdtemp(prefix="spk-", dir="/tmp"))  # podman wants a runroot under 50 characters
-    storage = tmp_path / "storage.conf"
-    storage.write_text(f'[storage]\ndriver = "vfs"\nrunroot = "{root}/run"\ngraphroot = "{root}/root"\n')
-    conf = tmp_path / "containers.conf"
-    conf.write_text("[containers]\ndefault_ulimits = []\n")
     monkeypatch.setenv("SPARKIMG_DOCKER", "podman")
-    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(storage))
-    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
     store, name = tmp_path / "store", saved.built["image"]["reference"]
-    try:
+    with own_podman_storage(tmp_path, monkeypatch, driver="vfs"):
         code, _, err = sparkimg(store, "load", saved.slim["path"], "--key", saved.trusted)
         assert code == 1 and "podman needs every layer" in err and "without --without-base" in err
         code, loaded, err = sparkimg(store, "load", saved.full["path"], "--key", saved.trusted, "--json")
@@ -253,6 +243,3 @@ def test_sparkimg_load_and_pull_into_podman(saved: Saved, tmp_path: Path, monkey
         assert code == 0, err
         assert pulled["manifest"] == saved.built["oci"]["manifest"] and pulled["config"] == saved.built["oci"]["config"]
         assert "engine" in pulled["checks"]
-    finally:
-        subprocess.run(["podman", "system", "reset", "-f"], capture_output=True, check=False)
-        shutil.rmtree(root, ignore_errors=True)

@@ -1,15 +1,13 @@
 """podman as the build engine (issue 26): ``SPARKIMG_DOCKER=podman sparkimg build`` runs the
 compile containers under podman with the same bounds (memory, CPUs, pids, no network) and hands
 the image to podman through the loopback registry; the image is the docker build's, by config
-digest, and verify-node and run-args work against podman's store. Own storage (vfs) under a
+digest; verify-node, run-args and prewarm work against podman's store. Own storage under a
 temporary folder, so the host's podman images are not touched."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,25 +15,13 @@ import pytest
 
 from sparkimg.engine.docker import Engine
 
-from .helpers import cli, copy_demo
+from .helpers import cli, copy_demo, flashinfer_base, own_podman_storage
 
 
 @pytest.fixture
 def podman_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    if shutil.which("podman") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("podman is not installed (apt-get install podman)")
-        pytest.skip("podman is not installed")
-    root = Path(tempfile.mkdtemp(prefix="spk-", dir="/tmp"))  # podman wants a runroot under 50 characters
-    storage = tmp_path / "storage.conf"
-    storage.write_text(f'[storage]\ndriver = "vfs"\nrunroot = "{root}/run"\ngraphroot = "{root}/root"\n')
-    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(storage))
-    try:
+    with own_podman_storage(tmp_path, monkeypatch) as root:
         yield root
-    finally:
-        subprocess.run(["podman", "system", "reset", "-f"], capture_output=True, check=False,
-                       env={**os.environ, "CONTAINERS_STORAGE_CONF": str(storage)})
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_demo_builds_with_podman_as_the_engine_into_the_docker_builds_image(
@@ -74,3 +60,29 @@ def test_the_demo_builds_with_podman_as_the_engine_into_the_docker_builds_image(
                            "--key", str(tmp_path / "k.key"), "--receipt", str(receipt))
     assert code == 0 and again["oci"] == built["oci"], err  # a rerun under podman builds nothing
     assert all(layer["cached"] for layer in again["layers"])
+
+
+def test_prewarm_runs_in_an_image_podman_built_and_verify_node_checks_the_cache(
+    tmp_path: Path, podman_storage: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The image runner under podman: the demo on the FlashInfer base, built by podman, prewarmed
+    inside it (bounded, no network), and verify-node --cache against podman's image."""
+    base = flashinfer_base()
+    spec = copy_demo(tmp_path / "project")
+    text = spec.read_text().replace("image: 127.0.0.1:5000/sparkimg/demo-base:bookworm", f"image: {base}")
+    spec.write_text(text.replace("  job_memory: 1g\n  modules:",
+                                 "  job_memory: 1g\n  env:\n    LIBRARY_PATH: /opt/cuda-stubs\n  modules:"))
+    monkeypatch.setenv("SPARKIMG_DOCKER", "podman")
+    store, key, receipt, cache = tmp_path / "store", tmp_path / "k", tmp_path / "fi.receipt.json", tmp_path / "cache"
+    assert cli(capsys, store, "keygen", "--out", str(key))[0] == 0
+    assert cli(capsys, store, "lock", str(spec))[0] == 0
+    code, _, err = cli(capsys, store, "build", str(spec), "--json", "--quiet", "--key", f"{key}.key",
+                           "--receipt", str(receipt))
+    assert code == 0, err
+    code, warmed, err = cli(capsys, store, "prewarm", "--receipt", str(receipt), "--cache", str(cache), "--key",
+                            f"{key}.key", "--json", "--quiet")
+    assert code == 0 and {m["status"] for m in warmed["modules"]} == {"compiled"}, err
+    code, checked, err = cli(capsys, store, "verify-node", "--receipt", str(receipt), "--key", f"{key}.pub",
+                             "--cache", str(cache), "--json")
+    assert code == 0 and checked["checks"][-1]["stage"] == "cache", err
+    shutil.rmtree(cache, ignore_errors=True)

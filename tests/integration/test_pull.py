@@ -61,7 +61,9 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
             "--patches", str(demo.parents[1] / "patches" / "demo-runtime"), "--json")
     code, verified, err = cli(capsys, store, *node)
     assert code == 0 and verified["ok"], err
-    assert {c["stage"] for c in verified["checks"]} == {"signature", "statement", "image", "patches"}
+    # The SBOM pull kept beside the receipt is checked too (issue 26).
+    assert {c["stage"] for c in verified["checks"]} == {"signature", "statement", "sbom", "image", "patches"}
+    assert (tmp_path / "node.sbom.json").is_file()
     _hostile_node_inputs(capsys, store, node, tmp_path)
 
     # An attacker pushes another image under the same tag with a receipt of its own key.

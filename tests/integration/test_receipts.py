@@ -87,7 +87,8 @@ def test_the_demo_receipt_verifies_against_recipe_image_patches_and_store(built:
     code, report, _ = verify(built, *full(built), "--rehash")
     assert code == 0, report["reasons"]
     assert report["ok"] and report["failed_stage"] is None
-    assert {c["stage"] for c in report["checks"]} == {"signature", "statement", "recipe", "image", "patches", "store"}
+    assert {c["stage"] for c in report["checks"]} == {"signature", "statement", "recipe", "sbom", "image", "patches",
+                                                          "store"}
     fields = {c["field"] for c in report["checks"]}
     assert {"sources.six.sha256", "base.manifest_digest", "patches.*/serve.env.md5", "image.id"} <= fields
     rehashed = [c for c in report["checks"] if c["stage"] == "store"]
@@ -166,7 +167,7 @@ def test_any_change_to_the_envelope_breaks_the_signature(built: Built, tmp_path:
     assert code == 1 and report["failed_stage"] == "signature"
     reason = "no signature by the trusted key" if what == "keyid" else "does not verify"
     assert reason in report["reasons"][0]
-    assert report["skipped_stages"] == ["statement", "recipe", "image", "patches"]
+    assert report["skipped_stages"] == ["statement", "recipe", "sbom", "image", "patches"]
 
 
 def _resigned(built: Built, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
