@@ -80,6 +80,42 @@ class Moved:
                    dict(_get(data, where, "to_detail", dict, "an object")))
 
 
+# How many of a rebuilt layer's costliest objects a night keeps (build scripts that report
+# per-object figures: the layer record's ``steps``).
+OBJECTS_KEPT = 10
+
+
+@dataclass(frozen=True)
+class ObjectCost:
+    """One object of a rebuilt layer: its compile's wall time and peak memory, and whether the
+    build script scheduled it as heavy."""
+
+    name: str
+    wall_s: float | None
+    peak_memory_bytes: int | None
+    heavy: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "wall_s": self.wall_s, "peak_memory_bytes": self.peak_memory_bytes,
+                "heavy": self.heavy}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> ObjectCost:
+        if not isinstance(data, dict):
+            raise _fail(where, "layers[].objects[]", "an object", data)
+        peak = _number(data, where, "peak_memory_bytes")
+        return cls(_get(data, where, "name", str, "an object name"), _number(data, where, "wall_s"),
+                   None if peak is None else int(peak), _get(data, where, "heavy", bool, "true or false"))
+
+    @classmethod
+    def costliest(cls, steps: Sequence[Mapping[str, Any]]) -> tuple[ObjectCost, ...]:
+        """The ``OBJECTS_KEPT`` slowest steps a layer record holds (anything malformed is skipped)."""
+        rows = [cls(str(s["object"]), float(s["wall_s"]),
+                    int(s["peak_memory"]) if isinstance(s.get("peak_memory"), int) else None, s.get("heavy") is True)
+                for s in steps if isinstance(s.get("object"), str) and isinstance(s.get("wall_s"), (int, float))]
+        return tuple(sorted(rows, key=lambda r: (-(r.wall_s or 0), r.name))[:OBJECTS_KEPT])
+
+
 @dataclass(frozen=True)
 class LayerRun:
     """One layer in one night: rebuilt or reused (and why), with what its compile cost."""
@@ -91,10 +127,15 @@ class LayerRun:
     wall_s: float | None = None
     cpu_s: float | None = None
     peak_memory_bytes: int | None = None
+    objects: tuple[ObjectCost, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "reason": self.reason, "key": self.key,
-                "wall_s": self.wall_s, "cpu_s": self.cpu_s, "peak_memory_bytes": self.peak_memory_bytes}
+        data: dict[str, Any] = {
+            "name": self.name, "status": self.status, "reason": self.reason, "key": self.key,
+            "wall_s": self.wall_s, "cpu_s": self.cpu_s, "peak_memory_bytes": self.peak_memory_bytes}
+        if self.objects:
+            data["objects"] = [o.to_json() for o in self.objects]
+        return data
 
     def report(self) -> dict[str, Any]:
         """The report's layer row (the interface note's fields, no more)."""
@@ -110,9 +151,11 @@ class LayerRun:
         if status not in LAYER_STATUSES:
             raise _fail(where, "layers[].status", f"one of {', '.join(LAYER_STATUSES)}", status)
         peak = _number(data, where, "peak_memory_bytes")
+        objects = _get(data, where, "objects", list, "a list of objects", null=True) or []
         return cls(_get(data, where, "name", str, "a layer name"), status, _get(data, where, "reason", str, "a reason"),
                    _get(data, where, "key", str, "a key or null", null=True), _number(data, where, "wall_s"),
-                   _number(data, where, "cpu_s"), None if peak is None else int(peak))
+                   _number(data, where, "cpu_s"), None if peak is None else int(peak),
+                   tuple(ObjectCost.from_json(o, where) for o in objects[:OBJECTS_KEPT]))
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,21 @@ class LayerRecord:
     budget: Mapping[str, Any]
     audit: tuple[Mapping[str, Any], ...]
     finished: str | None
+    # Per-object figures a build script reported (``/sparkimg/meta/steps.json``: object, wall_s,
+    # peak_memory, heavy), for the layers whose cost is in a few objects (build/vllm-ext).
+    steps: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def jobs(self) -> int:
         return int(self.budget.get("jobs") or 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {"layer": self.layer, "key": self.key, "outputs": [o.to_json() for o in self.outputs],
+        data = {"layer": self.layer, "key": self.key, "outputs": [o.to_json() for o in self.outputs],
                 "metrics": self.metrics.to_json(), "budget": dict(self.budget),
                 "audit": [dict(a) for a in self.audit], "finished": self.finished}
+        if self.steps:
+            data["steps"] = [dict(s) for s in self.steps]
+        return data
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> LayerRecord:
@@ -68,7 +74,8 @@ class LayerRecord:
                 tuple(Output(str(o["filename"]), str(o["sha256"]), int(o["size"])) for o in data["outputs"]),
                 Metrics(float(metrics["wall_s"]), _opt_float(metrics.get("cpu_s")),
                         _opt_int(metrics.get("peak_memory"))),
-                dict(data["budget"]), tuple(dict(a) for a in data["audit"]), data.get("finished"))
+                dict(data["budget"]), tuple(dict(a) for a in data["audit"]), data.get("finished"),
+                tuple(dict(s) for s in data.get("steps") or ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where}: not a sparkimg layer record ({exc.__class__.__name__}: {exc})",
                              hint="remove it; the next build compiles the layer again") from None

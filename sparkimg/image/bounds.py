@@ -47,7 +47,8 @@ class Budget:
         """Every parallelism knob set from one number.
 
         NVCC_THREADS is 1: nvcc's own threads multiply with MAX_JOBS, and the memory
-        budget is counted per job.
+        budget is counted per job. The budget itself (bytes) is there for a build script that
+        schedules heavier objects apart (``build/vllm-ext``).
         """
         jobs = str(self.jobs)
         return {
@@ -56,6 +57,8 @@ class Budget:
             "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
             "NINJAFLAGS": f"-j{jobs}",
             "MAKEFLAGS": f"-j{jobs}",
+            "SPARKIMG_MEMORY": str(self.memory),
+            "SPARKIMG_JOB_MEMORY": str(self.job_memory),
         }
 
     def to_json(self) -> dict[str, object]:

@@ -16,6 +16,7 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sparkimg._internal.units import format_size
 from sparkimg.engine.docker import Engine, Mount, RunLimits
@@ -159,9 +160,10 @@ def compile_layer(
         report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
                      f"{len(audit.failures(reports))} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
                      layer.name))
-        bad = audit.failures(reports)
-        if bad:
-            lines = "\n".join(f"    {r['file']}: has sm {r['sm']}, lacks {r['missing']}" for r in bad)
+        for line in audit.helpers(reports):
+            report(Event(Phase.AUDIT, f"audit {layer.name}: helper {line}", layer.name))
+        if audit.failures(reports):
+            lines = "\n".join(f"    {line}" for line in audit.failure_lines(reports))
             raise AuditError(
                 f"layer {layer.name}: compiled code lacks requested CUDA architectures "
                 f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",
@@ -171,7 +173,7 @@ def compile_layer(
         outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
                         for p in produced)
         record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
-                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), _steps(meta / "steps.json"))
         store.write_record(RECORDS, planned.key, record.to_json())
         return record
     finally:
@@ -222,6 +224,16 @@ def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
         sdist = isinstance(pin, PypiPin)
         _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
     return folder
+
+
+def _steps(path: Path) -> tuple[dict[str, Any], ...]:
+    """What the command reported per step (``steps.json``: a list of objects), kept as written;
+    anything else there is ignored: the figures are for people, nothing depends on them."""
+    try:
+        raw = loads(path.read_text())
+    except (OSError, ValueError):
+        return ()
+    return tuple(r for r in raw if isinstance(r, dict)) if isinstance(raw, list) else ()
 
 
 def _metrics(path: Path, wall: float) -> Metrics:

@@ -207,7 +207,22 @@ def _layers(layers: list[Mapping[str, Any]]) -> str:
                     f"<td class=\"n\">{_bytes(layer.get('peak_memory_bytes'))}</td></tr>")
     summary = ", ".join(f"{n} {_esc(s, 40)}" for s, n in counts.items())
     columns = {"layer": 22, "status": 9, "reason": 36, "wall": 10, "CPU": 10, "peak memory": 13}
-    return f"<h2>Layers</h2>\n<p>{summary}</p>\n" + _table(columns, rows)
+    return f"<h2>Layers</h2>\n<p>{summary}</p>\n" + _table(columns, rows) + _objects(layers)
+
+
+def _objects(layers: list[Mapping[str, Any]]) -> str:
+    """The costliest objects of each rebuilt layer whose build script reported them."""
+    parts = []
+    for layer in layers:
+        objects = _items(layer.get("objects"))
+        if not objects:
+            continue
+        rows = [f"<tr><td><code>{_esc(o.get('name'), 300)}</code></td><td class=\"n\">{_seconds(o.get('wall_s'))}</td>"
+                f"<td class=\"n\">{_bytes(o.get('peak_memory_bytes'))}</td><td>{_yes_no(o.get('heavy'))}</td></tr>"
+                for o in objects]
+        parts.append(f"<h3>{_esc(layer.get('name'), 300)}: the costliest objects</h3>\n"
+                     + _table({"object": 64, "wall": 12, "peak memory": 14, "heavy": 10}, rows))
+    return "".join(f"\n{p}" for p in parts)
 
 
 _NOT_RUN = "<span class=\"muted\">not run</span>"

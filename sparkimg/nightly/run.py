@@ -25,7 +25,7 @@ from sparkimg._internal.units import format_size
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import pretty, sha256_prefixed
-from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, report
+from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCost, report
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
@@ -362,7 +362,8 @@ def _rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], built: Any)
         rebuilt = name in result.built or (kinds.get(name) == "wheel" and why is not None and "image" in result.built)
         if rebuilt and record is not None and name in result.built:
             m = record.metrics
-            rows.append(LayerRun(name, "rebuilt", why or "not in the store", key, m.wall_s, m.cpu_s, m.peak_memory))
+            rows.append(LayerRun(name, "rebuilt", why or "not in the store", key, m.wall_s, m.cpu_s, m.peak_memory,
+                                 ObjectCost.costliest(record.steps)))
         elif rebuilt:
             rows.append(LayerRun(name, "rebuilt", why or "not in the store", key))
         else:

@@ -38,6 +38,7 @@ def test_env_sets_every_knob() -> None:
     env = derive(bounds(), Overrides(), layer="x").env()
     assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"] == "4"
     assert env["NINJAFLAGS"] == "-j4" and env["NVCC_THREADS"] == "1"
+    assert env["SPARKIMG_MEMORY"] == str(16 * GIB) and env["SPARKIMG_JOB_MEMORY"] == str(4 * GIB)
 
 
 def test_reserve_shrinks_budget() -> None:

@@ -441,3 +441,19 @@ def test_latest_takes_releases_only(monkeypatch: pytest.MonkeyPatch) -> None:
         _pypi.resolve("p", None, "linux/arm64")
     assert seen["PIP_PRE"] == "0"
     assert _pypi.resolve("p", "2.0.0rc1", "linux/arm64").version == "2.0.0rc1"  # an exact pin may name one
+
+
+def test_a_rebuilt_layer_keeps_its_costliest_objects_and_reads_them_back() -> None:
+    from sparkimg.formats.nightly import OBJECTS_KEPT, ObjectCost
+
+    steps = [{"object": f"csrc/k{n:02d}.cu", "wall_s": float(n), "peak_memory": n << 20, "heavy": n == 20}
+             for n in range(21)] + [{"object": 5, "wall_s": "x"}]  # a malformed step is skipped
+    kept = ObjectCost.costliest(steps)
+    assert [o.name for o in kept] == [f"csrc/k{n:02d}.cu" for n in range(20, 20 - OBJECTS_KEPT, -1)]
+    assert kept[0].heavy and kept[0].peak_memory_bytes == 20 << 20
+    row = LayerRun("vllm", "rebuilt", "x", "f" * 64, 30.0, 50.0, 1 << 30, kept)
+    assert LayerRun.from_json(row.to_json(), "entry.json") == row
+    assert "objects" not in LayerRun("six", "reused", "unchanged").to_json()
+    with pytest.raises(UsageError, match="heavy must be true or false"):
+        LayerRun.from_json({**row.to_json(), "objects": [{"name": "a", "wall_s": 1, "peak_memory_bytes": 1,
+                                                          "heavy": "yes"}]}, "entry.json")

@@ -23,8 +23,8 @@ from tests.nightly_reports import HOSTILE, report
 from tests.support import REPO
 
 SHOWN = html.escape(HOSTILE.replace("\x07", "\ufffd"))  # control characters are shown as U+FFFD
-ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "div", "span", "strong", "code",
-           "p", "br", "table", "colgroup", "col", "thead", "tbody", "tr", "th", "td", "figure", "figcaption",
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "div", "span", "strong",
+           "code", "p", "br", "table", "colgroup", "col", "thead", "tbody", "tr", "th", "td", "figure", "figcaption",
            # matplotlib's SVG
            "svg", "defs", "g", "path", "use", "text", "clippath", "rect", "tspan"}
 
@@ -61,7 +61,8 @@ def parsed(text: str) -> Elements:
 def hostile_everywhere() -> dict[str, Any]:
     """Every string field of the report holds the hostile string, layer names in the plots included."""
     layer = {"name": HOSTILE, "status": HOSTILE, "reason": HOSTILE, "wall_s": 1.0, "cpu_s": 2.0,
-             "peak_memory_bytes": 3 << 20}
+             "peak_memory_bytes": 3 << 20,
+             "objects": [{"name": HOSTILE, "wall_s": HOSTILE, "peak_memory_bytes": 7 << 30, "heavy": HOSTILE}]}
     return report(spec=HOSTILE, entry=HOSTILE, started=HOSTILE, finished=HOSTILE, status="failed",
                   failed_stage=HOSTILE, error=HOSTILE,
                   moved=[{"input": HOSTILE, "kind": "git", "from": HOSTILE, "to": HOSTILE,
@@ -210,3 +211,12 @@ def test_importing_the_renderer_loads_no_plotting_library() -> None:
              "print(sorted(m for m in ('matplotlib', 'numpy', 'PIL') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_layers_costliest_objects_are_listed_under_the_layers() -> None:
+    night = report(layers=[{"name": "vllm-stable-libtorch", "status": "rebuilt", "reason": "x", "wall_s": 300.0,
+                            "objects": [{"name": "csrc/quantization/fp4/nvfp4_scaled_mm_sm120_kernels.cu",
+                                         "wall_s": 215.0, "peak_memory_bytes": 7907921920, "heavy": True}]}])
+    text = page.render(night)
+    assert "vllm-stable-libtorch: the costliest objects" in text
+    assert "nvfp4_scaled_mm_sm120_kernels.cu</code></td><td class=\"n\">3 min 35 s</td>" in text

@@ -4,12 +4,13 @@ must supply, and passes once a copy is filled in."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from sparkimg.errors import SpecError
-from sparkimg.spec import load_spec
+from sparkimg.spec import CompileLayer, load_spec
 
 REPO = Path(__file__).resolve().parents[3]
 GB10 = REPO / "layers" / "dsv41-flash-gb10.yaml"
@@ -26,9 +27,9 @@ def test_gb10_spec_lists_every_operator_value() -> None:
     with pytest.raises(SpecError) as info:
         load_spec(GB10)
     message = str(info.value)
-    assert "11 value(s) must be supplied by the operator" in message
+    assert "13 value(s) must be supplied by the operator" in message
     for needle in ("base.image", "base.digest", "sources.vllm.commit: full 40-hex commit of dsv41-feat that starts "
-                   "e47aa780", "sources.flashinfer.commit", "patch 7 of 7"):
+                   "e47aa780", "sources.flashinfer.commit", "sources.cutlass.commit", "patch 7 of 7"):
         assert needle in message
 
 
@@ -41,9 +42,13 @@ def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
                         "sha256:" + "ab" * 32)
     text = re.sub(r'"<operator: full 40-hex commit of dsv41-feat[^"]*"', "e47aa780" + "0" * 32, text)
     text = re.sub(r'"<operator: full 40-hex commit of the v0.7.0rc1 tag>"', "f1" * 20, text)
+    text = re.sub(r'"<operator: the CUTLASS tag[^"]*"', "v4.7.1", text)
+    text = re.sub(r'"<operator: that tag\'s full 40-hex commit>"', "c7" * 20, text)
     assert '"<operator' not in text
     (tmp_path / "layers" / GB10.name).write_text(text)
     (tmp_path / "build" / "flashinfer-aot").mkdir(parents=True)
+    (tmp_path / "build" / "vllm-ext").mkdir(parents=True)
+    shutil.copytree(REPO / "patches" / "vllm-gb10-archs", tmp_path / "patches" / "vllm-gb10-archs")
     patches = tmp_path / "patches" / "dsv41-flash-gb10"
     patches.mkdir(parents=True)
     names = ["engram.py", "engram_prestage.py", "engram_disk.py", "sm12x_page_attn.py", "sm12x_page_kv.py",
@@ -59,8 +64,14 @@ def test_gb10_spec_filled_in_passes(tmp_path: Path) -> None:
     assert spec.base.digest == "sha256:" + "ab" * 32
     assert spec.prewarm is not None and len(spec.prewarm.modules) == 7
     assert spec.prewarm.modules[-1].kwargs["head_dim_ckv"] == 512
-    flashinfer = spec.layers[0]
+    flashinfer, vllm = spec.layers
     assert flashinfer.kind == "compile" and flashinfer.inputs == ("flashinfer-aot-build",)
+    # vLLM's extension the way layers/vllm-stable-gb10.yaml builds it: the same script, patches and rules.
+    ci = load_spec(REPO / "layers" / "vllm-stable-gb10.yaml").layers[0]
+    assert isinstance(vllm, CompileLayer) and isinstance(ci, CompileLayer)
+    assert vllm.kind == "compile" and vllm.inputs == ci.inputs and vllm.source_patches == ci.source_patches
+    assert vllm.command.replace("python3 ", "/opt/venv/bin/python3 ", 1) == \
+        ci.command.replace(" --objects /inputs/vllm-ext-build/ci-subset.txt", "")
 
 
 @pytest.mark.parametrize("name", ["flashinfer-aot.yaml", "flashinfer-aot-extended.yaml"])

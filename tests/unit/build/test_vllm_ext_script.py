@@ -1,0 +1,99 @@
+"""build/vllm-ext/build_ext.py's logic (the real build is tests/integration/test_vllm_ext.py): the
+heavy-object schedule, the ninja rewrite for heavy pools and subsets, and a toolkit copy that never
+writes into the toolkit."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.support import REPO
+
+GIB = 1 << 30
+
+
+@pytest.fixture()
+def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_ext", REPO / "build" / "vllm-ext" / "build_ext.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "build_ext", module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "WORK", tmp_path / "work")
+    monkeypatch.setattr(module, "BUILD", tmp_path / "work" / "build")
+    monkeypatch.setattr(module, "CUDA", tmp_path / "work" / "cuda")
+    return module
+
+
+@pytest.mark.parametrize(("memory", "job_memory", "jobs", "expected"), [
+    (14, 2, 2, (2, 1)),     # CI: one 9 GiB GEMM beside one light job
+    (48, 4, 12, (10, 1)),   # a GB10 beside a serving rank: fewer jobs so that one GEMM fits with them
+    (40, 1, 4, (4, 4)),     # room for four at once
+    (8, 1, 2, (1, 1)),      # a GEMM above the whole bound: alone (the OOM report says why)
+])
+def test_heavy_objects_get_the_slots_the_memory_bound_holds(
+        script: ModuleType, monkeypatch: pytest.MonkeyPatch, memory: int, job_memory: int, jobs: int,
+        expected: tuple[int, int]) -> None:
+    monkeypatch.setenv("SPARKIMG_MEMORY", str(memory * GIB))
+    monkeypatch.setenv("SPARKIMG_JOB_MEMORY", str(job_memory * GIB))
+    assert script.schedule(jobs, 9 * GIB, True) == expected
+    assert script.schedule(jobs, 9 * GIB, False) == (jobs, 1)
+
+
+def test_ninja_rewrite_pools_heavy_objects_and_links_only_the_subset(script: ModuleType) -> None:
+    build = script.BUILD
+    build.mkdir(parents=True)
+    prefix = "CMakeFiles/_C.dir/csrc"
+    (build / "build.ninja").write_text(
+        f"build {prefix}/a.cu.o: CUDA_COMPILER /src/csrc/a.cu || order\n  FLAGS = -x\n"
+        f"build {prefix}/gemm_sm120.cu.o: CUDA_COMPILER /src/csrc/gemm_sm120.cu || order\n  FLAGS = -x\n"
+        f"build {prefix}/b.cu.o: CUDA_COMPILER /src/csrc/b.cu || order\n"
+        f"build _C.abi3.so: LINKER {prefix}/a.cu.o {prefix}/gemm_sm120.cu.o {prefix}/b.cu.o /lib/libtorch.so"
+        f" | /lib/libtorch.so || order\n  LINK_FLAGS = -shared\n")
+    script.rewrite_ninja("_C", ["csrc/a.cu", "csrc/gemm_sm120.cu"], ["csrc/gemm_sm120.cu"], 1, partial=True)
+    lines = (build / "build.ninja").read_text().splitlines()
+    assert lines[:2] == ["pool sparkimg_heavy", "  depth = 1"]
+    heavy = lines.index(f"build {prefix}/gemm_sm120.cu.o: CUDA_COMPILER /src/csrc/gemm_sm120.cu || order")
+    assert lines[heavy + 1] == "  pool = sparkimg_heavy"
+    assert sum(line == "  pool = sparkimg_heavy" for line in lines) == 1
+    link = next(line for line in lines if line.startswith("build _C.abi3.so"))
+    assert link == (f"build _C.abi3.so: LINKER {prefix}/a.cu.o {prefix}/gemm_sm120.cu.o /lib/libtorch.so"
+                    " | /lib/libtorch.so || order")
+
+
+def test_the_toolkit_copy_never_writes_into_the_toolkit(script: ModuleType, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A toolkit laid out like CUDA 13's: lib64 -> lib, targets/ARCH/{include,lib} -> ../../{include,lib}.
+    toolkit = tmp_path / "cuda-13.0"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "include" / "cuda.h").write_text("// cuda.h\n")
+    (toolkit / "lib").mkdir()
+    (toolkit / "lib" / "libcudart.so.13").write_text("elf")
+    (toolkit / "lib64").symlink_to("lib")
+    (toolkit / "targets" / "x86_64-linux").mkdir(parents=True)
+    (toolkit / "targets" / "x86_64-linux" / "include").symlink_to("../../include")
+    (toolkit / "bin").mkdir()
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    home = tmp_path / "cuda"
+    home.symlink_to(toolkit)  # /usr/local/cuda -> cuda-13.0
+    wheels = tmp_path / "site" / "nvidia" / "cu13"
+    (wheels / "include").mkdir(parents=True)
+    (wheels / "include" / "cublas_v2.h").write_text("// cublas\n")
+    (wheels / "lib").mkdir()
+    (wheels / "lib" / "libcublas.so.13").write_text("elf")
+    (tmp_path / "site" / "nvidia" / "cudnn" / "include").mkdir(parents=True)
+    (tmp_path / "site" / "nvidia" / "cudnn" / "include" / "cudnn.h").write_text("// cudnn\n")
+    monkeypatch.setattr(script, "site_packages", lambda: tmp_path / "site")
+    before = sorted(str(p) for p in toolkit.rglob("*"))
+    made = script.merged_toolkit(home)
+    assert sorted(str(p) for p in toolkit.rglob("*")) == before
+    assert (made / "include" / "cublas_v2.h").read_text() == "// cublas\n"
+    assert (made / "targets" / "x86_64-linux" / "include" / "cublas_v2.h").is_file()
+    assert os.readlink(made / "lib64") == "lib" and (made / "lib" / "libcublas.so").is_file()
+    assert (made / "lib" / "stubs" / "libcuda.so").is_file()
+    assert not (made / "include" / "cudnn.h").exists()  # only cuda-toolkit's wheels join the toolkit
