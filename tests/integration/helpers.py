@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,18 @@ def copy_demo(into: Path) -> Path:
     image = f"image: sparkimg-test/demo-{uuid.uuid4().hex[:8]}"
     spec.write_text(spec.read_text().replace("image: sparkimg/demo", image))
     return spec
+
+
+@dataclass(frozen=True)
+class BuiltSpec:
+    """A shipped spec locked and built in a folder of its own, with the build's --json output and
+    how long each step took."""
+
+    root: Path
+    spec: Path
+    store: Path
+    result: dict[str, Any]
+    seconds: dict[str, float]
 
 
 def flashinfer_base() -> str:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import pytest
 from sparkimg.engine.docker import Engine
 from tests.support import REPO
 
-from .helpers import cli, flashinfer_base
+from .helpers import BuiltSpec, cli, flashinfer_base
 
 pytestmark = pytest.mark.integration
 
@@ -58,16 +57,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
-@dataclass(frozen=True)
-class Built:
-    root: Path
-    spec: Path
-    store: Path
-    result: dict[str, Any]
-    seconds: dict[str, float]
-
-
-def build(spec_file: Path, root: Path, *build_args: str) -> Built:
+def build(spec_file: Path, root: Path, *build_args: str) -> BuiltSpec:
     """Lock and build a copy of ``spec_file`` on the FlashInfer base, from the pinned sdist as written."""
     from sparkimg.cli import main
 
@@ -90,11 +80,11 @@ def build(spec_file: Path, root: Path, *build_args: str) -> Built:
                           *build_args, "--json", "--quiet"], capture_output=True, text=True, check=False, cwd=REPO)
     seconds["build"] = time.monotonic() - started
     assert run.returncode == 0, run.stderr[-3000:]
-    return Built(root, spec, store, json.loads(run.stdout), seconds)
+    return BuiltSpec(root, spec, store, json.loads(run.stdout), seconds)
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> Built:
+def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> BuiltSpec:
     return build(SPEC, tmp_path_factory.mktemp("fi-aot"), "--check")
 
 
@@ -112,7 +102,7 @@ def load_in_image(engine: Engine, image: str) -> dict[str, Any]:
     return result
 
 
-def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: Built) -> None:
+def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: BuiltSpec) -> None:
     compile_layer = next(layer for layer in built.result["layers"] if layer["kind"] == "compile")
     audit = json.loads((built.store / "records" / "audits" / f"{compile_layer['key']}.json").read_text())
     libraries = {r["file"].split("!", 1)[1]: r for r in audit["reports"]}
@@ -128,7 +118,7 @@ def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: Bu
     print(f"\nflashinfer-aot: {built.seconds}, compile {record['metrics']}, wheel {record['outputs'][0]['size']} B")
 
 
-def test_flashinfer_loads_every_module_from_the_wheel_with_jit_disabled(built: Built, engine: Engine) -> None:
+def test_flashinfer_loads_every_module_from_the_wheel_with_jit_disabled(built: BuiltSpec, engine: Engine) -> None:
     result = load_in_image(engine, built.result["image"]["reference"])
     assert result["providers"] == ["sparkimg-sm121a"]
     assert sorted(result["modules"]) == ["gelu_tanh_and_mul", "page", "silu_and_mul"]
@@ -138,7 +128,7 @@ def test_flashinfer_loads_every_module_from_the_wheel_with_jit_disabled(built: B
     assert result["outside"] == "MissingJITCacheError"  # not in the wheel: JIT is off, nothing compiles
 
 
-def test_prewarm_lists_aot_modules_and_compiles_only_the_rest(built: Built, capsys: pytest.CaptureFixture[str]) \
+def test_prewarm_lists_aot_modules_and_compiles_only_the_rest(built: BuiltSpec, capsys: pytest.CaptureFixture[str]) \
         -> None:
     from sparkimg.signing.keys import generate
 

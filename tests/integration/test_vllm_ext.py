@@ -19,7 +19,6 @@ import sys
 import time
 import uuid
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +28,14 @@ from sparkimg.engine.docker import Engine
 from sparkimg.store.content import Store
 from tests.support import REPO, unavailable
 
+from .helpers import BuiltSpec
+
 pytestmark = pytest.mark.integration
 
 SPEC = REPO / "layers" / "vllm-stable-gb10.yaml"
 LIBRARY = "vllm/_C_stable_libtorch.abi3.so"
 SITE = "/opt/venv/lib/python3.11/site-packages"
 ARCH_PATCH = "      - patches/vllm-gb10-archs/cuda13-sm121.patch\n"
-
-
-@dataclass(frozen=True)
-class Built:
-    root: Path
-    spec: Path
-    store: Path
-    result: dict[str, Any]
-    seconds: dict[str, float]
 
 
 def script(name: str) -> str:
@@ -72,7 +64,7 @@ def copy_spec(root: Path, text: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> Built:
+def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> BuiltSpec:
     base = script("vllm-build-image")
     text = SPEC.read_text()
     assert "dist: sdist" in text and ARCH_PATCH in text
@@ -90,16 +82,16 @@ def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: s
     run = sparkimg(store, "build", str(spec), "--check", "--json", "--quiet")
     seconds["build --check"] = time.monotonic() - started
     assert run.returncode == 0, run.stderr[-3000:]
-    return Built(root, spec, store, json.loads(run.stdout), seconds)
+    return BuiltSpec(root, spec, store, json.loads(run.stdout), seconds)
 
 
-def layer_record(built: Built, kind: str) -> dict[str, Any]:
+def layer_record(built: BuiltSpec, kind: str) -> dict[str, Any]:
     layer = next(layer for layer in built.result["layers"] if layer["kind"] == "compile")
     data: dict[str, Any] = json.loads((built.store / "records" / kind / f"{layer['key']}.json").read_text())
     return data
 
 
-def test_every_cuda_object_holds_sm_121a_but_the_reported_helper(built: Built) -> None:
+def test_every_cuda_object_holds_sm_121a_but_the_reported_helper(built: BuiltSpec) -> None:
     audit = layer_record(built, "audits")
     (report,) = [r for r in audit["reports"] if r["file"].endswith("!" + LIBRARY)]
     assert report["cubin_sm"] == [80, 121] and report["ptx_sm"] == [80] and not report["missing"]
@@ -109,7 +101,7 @@ def test_every_cuda_object_holds_sm_121a_but_the_reported_helper(built: Built) -
     assert report["helpers"] == [{"code": "sm_80 + PTX 80", "fatbins": 1}]
 
 
-def test_two_clean_builds_give_the_same_library(built: Built) -> None:
+def test_two_clean_builds_give_the_same_library(built: BuiltSpec) -> None:
     check = built.result["check"]
     assert check["identical"] and not check["differences"], check
     wheels = [c for c in check["compared"] if c["what"].startswith("compile vllm-stable-libtorch: ")]
@@ -128,7 +120,7 @@ def test_two_clean_builds_give_the_same_library(built: Built) -> None:
         print(f"  {name}: {s['wall_s']} s, {s['peak_memory'] / 2**30:.2f} GiB")
 
 
-def test_the_image_holds_the_rebuilt_library_where_vllm_imports_it(built: Built, engine: Engine) -> None:
+def test_the_image_holds_the_rebuilt_library_where_vllm_imports_it(built: BuiltSpec, engine: Engine) -> None:
     record = layer_record(built, "layers")
     wheel = Store(built.store).blob(record["outputs"][0]["sha256"])
     with zipfile.ZipFile(io.BytesIO(wheel.read_bytes())) as archive:
@@ -140,7 +132,7 @@ def test_the_image_holds_the_rebuilt_library_where_vllm_imports_it(built: Built,
     assert run.stdout.split()[0] == rebuilt
 
 
-def test_without_the_arch_patch_check_exits_6_before_any_compile(built: Built, tmp_path: Path) -> None:
+def test_without_the_arch_patch_check_exits_6_before_any_compile(built: BuiltSpec, tmp_path: Path) -> None:
     text = built.spec.read_text().replace(ARCH_PATCH, "")
     spec = copy_spec(tmp_path, text)
     store = tmp_path / "store"
