@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from sparkimg._internal.fs.files import MiB, read_input
+from sparkimg._internal.fs.files import read_input
 from sparkimg._internal.locations import signing_key_path
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
@@ -472,8 +472,6 @@ def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = No
     return ShownSbom(*signed_file(path, trusted))
 
 
-RECEIPT_BYTES = 64 * MiB  # what a receipt read whole may hold; dsse reads envelopes within the same bound
-
 # -- push ------------------------------------------------------------------------------
 
 
@@ -503,7 +501,9 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     written = receipt or receipt_path(spec, key)
     if receipt is not None and not receipt.is_file():
         raise UsageError(f"--receipt {receipt}: no such file", hint="pass the receipt `sparkimg build` wrote")
-    data = read_input(written, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote") \
+    from sparkimg.signing.dsse import ENVELOPE_BYTES
+
+    data = read_input(written, ENVELOPE_BYTES, hint="pass the receipt `sparkimg build` wrote") \
         if written.exists() else None
     if data is None:
         report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
@@ -574,7 +574,9 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     base = BaseImage(base_manifest.read_bytes(), the_store.blob(base_config.split(":", 1)[1]).read_bytes())
     base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
     name = tag or str(statement_facts.get("image.reference") or "")
-    envelope = read_input(envelope_path, RECEIPT_BYTES, hint="pass the receipt `sparkimg build` wrote")
+    from sparkimg.signing.dsse import ENVELOPE_BYTES
+
+    envelope = read_input(envelope_path, ENVELOPE_BYTES, hint="pass the receipt `sparkimg build` wrote")
     from sparkimg.sbom.attest import sbom_beside
 
     sbom = sbom_beside(envelope_path, envelope, Phase.SAVE, report)

@@ -245,21 +245,17 @@ def rewrite_ninja(target: str, chosen: list[str], heavy: list[str], depth: int, 
     heavy_outputs = {f"{prefix}{o}.o" for o in heavy}
     chosen_outputs = {f"{prefix}{o}.o" for o in chosen}
     out = [f"pool sparkimg_heavy\n  depth = {depth}\n"]
-    index = 0
-    while index < len(lines):
-        line = lines[index]
+    for line in lines:
+        outputs = line[len("build "):].split(":", 1)[0].split() if line.startswith("build ") else []
+        if partial and library_name(target) in outputs:
+            explicit, _, rest = line.partition(" | ")
+            head, _, inputs = explicit.partition(": ")
+            rule, *objs = inputs.split(" ")
+            kept = [o for o in objs if not (o.startswith(prefix) and o.endswith(".o")) or o in chosen_outputs]
+            line = f"{head}: {rule} {' '.join(kept)}" + (f" | {rest}" if rest else "")
         out.append(line)
-        if line.startswith("build "):
-            outputs = line[len("build "):].split(":", 1)[0].split()
-            if heavy_outputs.intersection(outputs):
-                out.append("  pool = sparkimg_heavy")
-            elif partial and library_name(target) in outputs:
-                explicit, _, rest = line.partition(" | ")
-                head, _, inputs = explicit.partition(": ")
-                rule, *objs = inputs.split(" ")
-                kept = [o for o in objs if not (o.startswith(prefix) and o.endswith(".o")) or o in chosen_outputs]
-                out[-1] = f"{head}: {rule} {' '.join(kept)}" + (f" | {rest}" if rest else "")
-        index += 1
+        if heavy_outputs.intersection(outputs):
+            out.append("  pool = sparkimg_heavy")
     build_ninja.write_text("\n".join(out) + "\n")
 
 

@@ -124,10 +124,10 @@ def helpers(reports: list[dict[str, Any]]) -> list[str]:
             for r in reports for h in r.get("helpers", [])]
 
 
-def failure_lines(reports: list[dict[str, Any]]) -> list[str]:
-    """Why each failing shared object fails, one line each."""
+def failure_lines(failing: list[dict[str, Any]]) -> list[str]:
+    """Why each shared object in ``failing`` (what ``failures`` found) fails, one line each."""
     lines = []
-    for r in failures(reports):
+    for r in failing:
         if r["missing"]:
             lines.append(f"{r['file']}: has sm {r['sm']}, lacks {r['missing']}")
         for c in r.get("collapsed", []):

@@ -156,14 +156,15 @@ def compile_layer(
             _normalise(layer.name, path, lock.source_date_epoch)
         wanted = [a.sm for a in spec.cuda_architectures]
         reports = [r for path in produced for r in audit.audit_output(path, wanted)]
+        bad = audit.failures(reports)
         store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
         report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
-                     f"{len(audit.failures(reports))} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
+                     f"{len(bad)} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
                      layer.name))
         for line in audit.helpers(reports):
             report(Event(Phase.AUDIT, f"audit {layer.name}: helper {line}", layer.name))
-        if audit.failures(reports):
-            lines = "\n".join(f"    {line}" for line in audit.failure_lines(reports))
+        if bad:
+            lines = "\n".join(f"    {line}" for line in audit.failure_lines(bad))
             raise AuditError(
                 f"layer {layer.name}: compiled code lacks requested CUDA architectures "
                 f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",

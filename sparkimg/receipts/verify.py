@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.fs.files import MiB, read_input, regular_file
+from sparkimg._internal.fs.files import read_input, regular_file
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import EngineError, ResolveError, UsageError
@@ -168,7 +168,7 @@ def sbom_checks(request: Request, statement: Statement) -> list[Check]:
                   "the receipt names no SBOM (built before sparkimg wrote SBOMs); build again to make one")]
     if not path.is_file():
         return [Check("sbom", "SBOM", str(path), "absent", True, "not kept beside the receipt; not checked")]
-    raw = read_input(path, 64 * MiB, hint=SBOM_HINT)
+    raw = read_input(path, dsse.ENVELOPE_BYTES, hint=SBOM_HINT)
     found, _ = checks(raw, str(path), request.key, statement)
     return [Check("sbom", f.field, f.expected, f.found, f.ok, f.note) for f in found]
 

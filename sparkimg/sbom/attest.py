@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sparkimg._internal.fs.files import MiB, read_input
+from sparkimg._internal.fs.files import read_input
 from sparkimg.errors import EnvelopeError, UsageError, VerificationError
 from sparkimg.events import Phase, Reporter, silent
 from sparkimg.formats import sbom as sbom_format
@@ -157,7 +157,6 @@ def verified(envelope: bytes, where: str, key: PublicKey, receipt: Statement) ->
     return document
 
 
-ENVELOPE_BYTES = 64 * MiB  # what an SBOM or receipt file read whole may hold
 UNCHECKED = "not checked (pass --key)"
 
 
@@ -169,7 +168,7 @@ def signed_file(path: Path, trusted: PublicKey | None) -> tuple[dict[str, Any], 
 
     if not path.is_file():
         raise UsageError(f"{path}: no such receipt or SBOM file", hint=SBOM_HINT)
-    raw = read_input(path, ENVELOPE_BYTES, hint=SBOM_HINT)
+    raw = read_input(path, dsse.ENVELOPE_BYTES, hint=SBOM_HINT)
     envelope = dsse.parse(raw, str(path), hint=SBOM_HINT)
     payload = parse_payload(envelope.payload, str(path))
     if isinstance(payload, dict) and payload.get("predicateType") == sbom_format.PREDICATE_TYPE:
@@ -183,7 +182,7 @@ def signed_file(path: Path, trusted: PublicKey | None) -> tuple[dict[str, Any], 
     beside = sbom_path(path)
     if not beside.is_file():
         raise UsageError(f"{path}: no SBOM beside the receipt ({beside.name})", hint=SBOM_HINT)
-    sbom_raw = read_input(beside, ENVELOPE_BYTES, hint=SBOM_HINT)
+    sbom_raw = read_input(beside, dsse.ENVELOPE_BYTES, hint=SBOM_HINT)
     if trusted is None:
         return sbom_format.parse(dsse.parse(sbom_raw, str(beside)).payload, str(beside))[1], str(beside), UNCHECKED
     why = envelope.check_signature(trusted)
@@ -208,7 +207,7 @@ def sbom_beside(receipt: Path, envelope: bytes, phase: Phase, report: Reporter) 
         report(Event(phase, f"no SBOM {'named by the receipt' if pinned is None else f'at {path}'}: the image "
                      "goes without one", kind=Kind.WARNING))
         return None
-    sbom = read_input(path, ENVELOPE_BYTES, hint=SBOM_HINT)
+    sbom = read_input(path, dsse.ENVELOPE_BYTES, hint=SBOM_HINT)
     if hashlib.sha256(dsse.parse(sbom, str(path), hint=SBOM_HINT).payload).hexdigest() != pinned.digests.get("sha256"):
         raise UsageError(f"{path}: not the SBOM the receipt {receipt} names (its statement's sha256 differs)",
                          hint=f"build the spec again to write both anew; {SBOM_HINT}")

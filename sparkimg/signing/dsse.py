@@ -19,6 +19,9 @@ from sparkimg.errors import EnvelopeError, UsageError
 from sparkimg.formats.canonical import loads
 from sparkimg.signing.keys import PrivateKey, PublicKey
 
+# The most a signed envelope file (a receipt, an SBOM, a prewarm manifest) read whole may hold.
+ENVELOPE_BYTES = 64 * MiB
+
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
 
@@ -105,7 +108,7 @@ def parse(raw: bytes, where: str, hint: str = RECEIPT_HINT) -> Envelope:
 
 def read(path: Path, hint: str = RECEIPT_HINT) -> Envelope:
     try:
-        raw = read_input(path, 64 * MiB, hint=hint)
+        raw = read_input(path, ENVELOPE_BYTES, hint=hint)
     except FileNotFoundError:
         raise EnvelopeError(f"{path}: cannot read (No such file or directory)", hint=hint) from None
     except UsageError as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkimg._internal.fs.atomic import write_atomic
-from sparkimg._internal.fs.files import MiB, read_input
+from sparkimg._internal.fs.files import read_input
 from sparkimg.errors import DowngradeError, UsageError
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
@@ -67,7 +67,7 @@ def _existing(path: Path) -> dsse.Envelope | None:
     if not path.exists():
         return None
     try:
-        raw = read_input(path, 64 * MiB, hint="write elsewhere (build --receipt PATH)")
+        raw = read_input(path, dsse.ENVELOPE_BYTES, hint="write elsewhere (build --receipt PATH)")
     except FileNotFoundError:
         return None
     except UsageError as exc:  # a FIFO, a folder, a huge file in its place: never replaced blind

@@ -97,13 +97,18 @@ class BuiltSpec:
     seconds: dict[str, float]
 
 
+def dev_script(name: str) -> str:
+    """What ``scripts/NAME`` prints last (an image it built and pushed once, a folder it unpacked);
+    the test cannot run when the script fails."""
+    run = subprocess.run(["bash", str(REPO / "scripts" / name)], capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        unavailable(f"scripts/{name} failed: {run.stderr.strip()[-800:]}")
+    return run.stdout.strip().splitlines()[-1]
+
+
 def flashinfer_base() -> str:
     """The FlashInfer base image (scripts/flashinfer-image): built and pushed once, then reused."""
-    run = subprocess.run(["bash", str(REPO / "scripts" / "flashinfer-image")], capture_output=True, text=True,
-                         check=False)
-    if run.returncode != 0:
-        unavailable(f"scripts/flashinfer-image failed: {run.stderr.strip()[-800:]}")
-    return run.stdout.strip().splitlines()[-1]
+    return dev_script("flashinfer-image")
 
 
 @contextlib.contextmanager

@@ -26,9 +26,9 @@ import pytest
 
 from sparkimg.engine.docker import Engine
 from sparkimg.store.content import Store
-from tests.support import REPO, unavailable
+from tests.support import REPO
 
-from .helpers import BuiltSpec
+from .helpers import BuiltSpec, dev_script
 
 pytestmark = pytest.mark.integration
 
@@ -36,13 +36,6 @@ SPEC = REPO / "layers" / "vllm-stable-gb10.yaml"
 LIBRARY = "vllm/_C_stable_libtorch.abi3.so"
 SITE = "/opt/venv/lib/python3.11/site-packages"
 ARCH_PATCH = "      - patches/vllm-gb10-archs/cuda13-sm121.patch\n"
-
-
-def script(name: str) -> str:
-    run = subprocess.run(["bash", str(REPO / "scripts" / name)], capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        unavailable(f"scripts/{name} failed: {run.stderr.strip()[-800:]}")
-    return run.stdout.strip().splitlines()[-1]
 
 
 def sparkimg(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -59,13 +52,13 @@ def copy_spec(root: Path, text: str) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "patches" / "vllm-gb10-archs", root / "patches" / "vllm-gb10-archs")
     (root / "build" / "vendor").mkdir()
-    shutil.copytree(REPO / script("vendor-cutlass"), root / "build" / "vendor" / "cutlass-v4.7.0")
+    shutil.copytree(REPO / dev_script("vendor-cutlass"), root / "build" / "vendor" / "cutlass-v4.7.0")
     return spec
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: str) -> BuiltSpec:
-    base = script("vllm-build-image")
+    base = dev_script("vllm-build-image")
     text = SPEC.read_text()
     assert "dist: sdist" in text and ARCH_PATCH in text
     text = re.sub(r"(?m)^  image: 127\.0\.0\.1:5000/sparkimg/vllm-build-base:\S+$", f"  image: {base}", text)
