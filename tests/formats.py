@@ -111,12 +111,13 @@ SITE = "/usr/local/lib/python3.11/dist-packages"
 
 
 def base_scheme(*installed: InstalledDist) -> BaseScheme:
-    """Debian bookworm's python3 as root (``posix_local``), with ``installed`` in its dist-packages."""
+    """Debian bookworm's python3 as root (``posix_local``) on its glibc 2.36, with ``installed`` in its
+    dist-packages."""
     return BaseScheme(
         interpreter="/usr/bin/python3", python_version="3.11.2",
         paths={"purelib": SITE, "platlib": SITE, "scripts": "/usr/local/bin", "data": "/usr/local",
                "headers": "/usr/include/python3.11"},
-        installed=tuple(sorted(installed, key=lambda d: (d.name, d.dist_info))))
+        installed=tuple(sorted(installed, key=lambda d: (d.name, d.dist_info))), glibc="2.36")
 
 
 def old_six() -> InstalledDist:

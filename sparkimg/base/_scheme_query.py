@@ -3,7 +3,7 @@
 Writes what the base's ``python3`` says about where pip, run as root, installs (the scheme),
 the shebang pip writes into scripts, and every distribution installed in purelib/platlib
 with its files and the folders it owns. ``build.pyscheme`` reads the answer into
-``formats.scheme.BaseScheme`` (``sparkimg-scheme/v2``), which checks every field.
+``formats.scheme.BaseScheme`` (``sparkimg-scheme/v3``), which checks every field.
 
 Standard library only, and Python 3.7 or later: it runs under whatever the base has.
 """
@@ -191,6 +191,18 @@ def _installed(sites: list[str], roots: list[str]) -> list[dict[str, object]]:
     return sorted(found.values(), key=lambda d: (str(d["name"]), str(d["dist_info"])))
 
 
+def _glibc() -> str | None:
+    """The C library's version as the dynamic loader reports it (``2.36``), which decides the
+    manylinux wheels the base can load (PEP 600); None on a libc that is not glibc (musl)."""
+    try:
+        found = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    name, _, version = found.partition(" ")
+    match = re.match(r"^([0-9]+)\.([0-9]+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if name == "glibc" and match else None
+
+
 def main() -> int:
     interpreter = os.path.normcase(sys.executable or "")  # what pip (distlib's ScriptMaker) writes
     if not interpreter.startswith("/"):
@@ -200,7 +212,7 @@ def main() -> int:
     roots = sorted(set(paths.values()))
     sites = sorted({paths["purelib"], paths["platlib"]})
     answer = {
-        "schema": "sparkimg-scheme/v2",
+        "schema": "sparkimg-scheme/v3",
         "interpreter": interpreter,
         "python_version": ".".join(str(n) for n in sys.version_info[:3])
         + {"alpha": "a", "beta": "b", "candidate": "rc"}.get(sys.version_info.releaselevel, "")
@@ -208,6 +220,7 @@ def main() -> int:
         "paths": paths,
         "installed": _installed(sites, roots),
         "links": _links(),
+        "glibc": _glibc(),
     }
     with open(sys.argv[1], "w", encoding="utf-8") as handle:
         json.dump(answer, handle, sort_keys=True)

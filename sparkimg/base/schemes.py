@@ -15,7 +15,7 @@ from sparkimg.formats.scheme import BaseScheme
 from sparkimg.store.content import Store
 
 QUERY = Path(__file__).with_name("_scheme_query.py")  # the script the base's python3 runs
-QUERY_VERSION = 2  # bump when what the answer means changes (the script's sha256 is in the key too)
+QUERY_VERSION = 3  # bump when what the answer means changes (the script's sha256 is in the key too)
 RECORDS = "schemes"
 
 

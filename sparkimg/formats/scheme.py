@@ -1,4 +1,4 @@
-"""A base image's Python install scheme (``sparkimg-scheme/v2``): what its interpreter says.
+"""A base image's Python install scheme (``sparkimg-scheme/v3``): what its interpreter says.
 
 ``build.pyscheme`` asks the base once (a small script in a ``--network none`` container) and
 keeps the answer as a store record (``records/schemes/``) keyed by the base's config digest;
@@ -16,13 +16,14 @@ from typing import Any
 
 from sparkimg.errors import UsageError
 
-SCHEMA = "sparkimg-scheme/v2"  # 2: links
+SCHEMA = "sparkimg-scheme/v3"  # 2: links; 3: glibc
 SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "headers")
 
 # PEP 503: lower case, each run of -, _ and . one -.
 _CANONICAL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _PYTHON_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+[a-z0-9+]*$")
-_FIELDS = {"schema", "interpreter", "python_version", "paths", "installed", "links"}
+_GLIBC = re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$")
+_FIELDS = {"schema", "interpreter", "python_version", "paths", "installed", "links", "glibc"}
 _DIST_FIELDS = {"name", "version", "dist_info", "files", "owned_dirs"}
 
 
@@ -82,6 +83,9 @@ class BaseScheme:
     # Symbolic links to folders near the root of the base (``/lib -> usr/lib`` on a merged-/usr
     # system, ``/var/run -> /run``, a venv's ``lib64 -> lib``): link path -> target as written.
     links: dict[str, str] = field(default_factory=dict)
+    # The C library's version (``2.36``), which bounds the manylinux wheels the base can load
+    # (``_internal.wheeltags``); None when the base's libc is not glibc.
+    glibc: str | None = None
 
     def resolve(self, path: str) -> str:
         """``path`` (absolute) with every folder link of the base followed, as the kernel would:
@@ -107,7 +111,7 @@ class BaseScheme:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "interpreter": self.interpreter, "python_version": self.python_version,
                 "paths": dict(self.paths), "installed": [d.to_json() for d in self.installed],
-                "links": dict(sorted(self.links.items()))}
+                "links": dict(sorted(self.links.items())), "glibc": self.glibc}
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> BaseScheme:
@@ -169,4 +173,7 @@ class BaseScheme:
         for key, target in links.items():
             if not isinstance(target, str) or not target or "\0" in target or len(target) > 4096:
                 raise fail(f"links[{key!r}]", "a link target", target)
-        return cls(interpreter, version, scheme, tuple(installed), links)
+        glibc = data["glibc"]
+        if glibc is not None and (not isinstance(glibc, str) or not _GLIBC.match(glibc)):
+            raise fail("glibc", "a glibc version (2.36) or null", glibc)
+        return cls(interpreter, version, scheme, tuple(installed), links, glibc)

@@ -250,13 +250,13 @@ def _removals(old: InstalledDist, written: Set[str], roots: Sequence[str]) -> se
 def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
     """Refuse a wheel the base's interpreter cannot use: built for another Python or ABI (a cp311
     wheel in a 3.12 image imports nowhere) or another platform. pip checks this when it installs;
-    pypa/installer does not. The base is taken to be CPython, with the manylinux glibc range the
-    lock resolves wheels for (``_pypi.PLATFORM_TAGS``)."""
+    pypa/installer does not. The base is taken to be CPython; its platform tags are those its
+    glibc can load (``wheeltags.platform_tags``, the set the lock resolves wheels for)."""
     from packaging.tags import compatible_tags, cpython_tags
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
     from packaging.version import InvalidVersion
 
-    from sparkimg._internal.net.pypi import PLATFORM_TAGS
+    from sparkimg._internal.wheeltags import platform_tags
 
     try:
         tags = parse_wheel_filename(wheel)[3]
@@ -265,13 +265,14 @@ def check_fits(wheel: str, scheme: BaseScheme, platform: str) -> None:
                          hint="pin the wheel under its own file name") from None
     major, minor = scheme.python_version.split(".")[:2]
     version = (int(major), int(minor))
-    platforms = PLATFORM_TAGS.get(platform, [])
+    platforms = platform_tags(platform, scheme.glibc)
     supported = {*cpython_tags(version, platforms=platforms), *compatible_tags(version, platforms=platforms)}
     if not tags & supported:
         shown = ", ".join(sorted(str(t) for t in tags))
         raise BuildError(f"wheel {wheel} ({shown}) does not fit the base's Python {scheme.python_version} "
-                         f"on {platform}",
-                         hint=f"pin a wheel built for cp{version[0]}{version[1]} on {platform} (`filename:` in "
+                         f"on {platform} with glibc {scheme.glibc or '(none)'}",
+                         hint=f"pin a wheel built for cp{version[0]}{version[1]} on {platform}"
+                         + (f", manylinux up to glibc {scheme.glibc}" if scheme.glibc else "") + " (`filename:` in "
                          "the source), or re-lock it: `sparkimg lock --update NAME` resolves wheels for the "
                          "base's Python once a build has asked it")
 

@@ -21,6 +21,7 @@ from sparkimg._internal.fs import tree as _tree
 from sparkimg._internal.fs.atomic import write_atomic
 from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.times import rfc3339
+from sparkimg._internal.wheeltags import host_glibc
 from sparkimg.errors import LockError, ResolveError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import loads, pretty, sha256_prefixed
@@ -42,6 +43,7 @@ from sparkimg.store.content import Store, sha256_file
 
 if TYPE_CHECKING:
     from sparkimg._internal.net.registry import RegistryClient
+    from sparkimg.formats.scheme import BaseScheme
 
 
 def lock_path(spec: Spec) -> Path:
@@ -135,10 +137,13 @@ def resolve(
                        resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform)
 
     sources: dict[str, SourcePin] = {}
-    # The base's Python as a build asked it; for a base that moved since, the previous base's (a
-    # base tag moves to a patched image of the same Python; the build checks every wheel anyway).
-    python = base_python(store, base.config_digest) or (
-        base_python(store, old.base.config_digest) if old is not None else None)
+    # The base's Python and glibc as a build asked them; for a base that moved since, the previous
+    # base's (a base tag moves to a patched image of the same Python; the build checks every wheel
+    # anyway); for a base never asked, this machine's glibc, and pip's own Python.
+    asked = base_asked(store, base.config_digest) or (
+        base_asked(store, old.base.config_digest) if old is not None else None)
+    python = asked.python_version if asked is not None else None
+    glibc = asked.glibc if asked is not None else host_glibc()
     for name, source in spec.sources.items():
         if isinstance(source, PathSource):
             sources[name] = _path_entry(spec, source)
@@ -149,11 +154,11 @@ def resolve(
             sources[name] = before
             continue
         report(Event(Phase.RESOLVE, f"resolving source {name}"))
-        if isinstance(source, PypiSource) and source.dist == "wheel" and python is None:
-            report(Event(Phase.RESOLVE, f"sources.{name}: the base's Python is not known yet (a build asks it); "
-                         f"resolving for this machine's {sys.version.split()[0]}, and the build checks the wheel "
-                         "against the base's", kind=Kind.LOG))
-        sources[name] = _resolve_source(source, store, platform, entry_spec, python=python)
+        if isinstance(source, PypiSource) and source.dist == "wheel" and asked is None:
+            report(Event(Phase.RESOLVE, f"sources.{name}: the base's Python and glibc are not known yet (a build "
+                         f"asks them); resolving for this machine's Python {sys.version.split()[0]} and glibc "
+                         f"{glibc or '(none)'}, and the build checks the wheel against the base's", kind=Kind.LOG))
+        sources[name] = _resolve_source(source, store, platform, entry_spec, python=python, glibc=glibc)
 
     patches = {p.name: _patch_entry(spec, p) for p in spec.patches}
     commit_times = [pin.committed for pin in sources.values() if isinstance(pin, GitPin)]
@@ -341,17 +346,18 @@ def _source_spec(source: GitSource | PypiSource) -> dict[str, Any]:
     return entry
 
 
-def base_python(store: Store, config_digest: str) -> str | None:
-    """The base's Python version (3.12.3) as a build of it asked its interpreter (``pyscheme``,
-    remembered by the store); None when no build has asked this base yet."""
+def base_asked(store: Store, config_digest: str) -> BaseScheme | None:
+    """What the base's interpreter said when a build asked it (``pyscheme``, remembered by the
+    store): its Python version and glibc decide which wheels fit; None when no build has asked
+    this base yet."""
     from sparkimg.base.schemes import remembered
 
-    scheme = remembered(store, config_digest)
-    return scheme.python_version if scheme is not None else None
+    return remembered(store, config_digest)
 
 
 def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
-                    entry_spec: dict[str, Any], *, python: str | None = None) -> SourcePin:
+                    entry_spec: dict[str, Any], *, python: str | None = None,
+                    glibc: str | None = None) -> SourcePin:
     from sparkimg._internal.net import git as _git
     from sparkimg._internal.net import pypi as _pypi  # resolving only: a build reads the lock
 
@@ -362,7 +368,8 @@ def _resolve_source(source: GitSource | PypiSource, store: Store, platform: str,
     if source.dist == "sdist":
         pin_ = _pypi.resolve_sdist(source.package, source.version)
     else:
-        pin_ = _pypi.resolve(source.package, None if source.moving else source.version, platform, python=python)
+        pin_ = _pypi.resolve(source.package, None if source.moving else source.version, platform, python=python,
+                             glibc=glibc)
     version = pin_.version if source.moving else source.version
     if source.moving and wheel_name_version(pin_.filename) != (_norm(source.package), version):
         raise ResolveError(f"sources.{source.name}: the newest {source.package} on the index is {pin_.filename}, "

@@ -13,18 +13,9 @@ import sys
 from dataclasses import dataclass
 
 from sparkimg._internal.net.http import declared_length, read_within, request
+from sparkimg._internal.wheeltags import platform_tags
 from sparkimg.errors import ResolveError
 from sparkimg.formats.canonical import loads
-
-# pip takes --platform tags literally (no older glibc versions implied), so every manylinux_2_N a
-# wheel may carry is listed, newest first (NVIDIA's CUDA wheels are manylinux_2_27, for one).
-_GLIBC_MINORS = range(39, 16, -1)
-PLATFORM_TAGS = {
-    platform: [*(f"manylinux_2_{minor}_{arch}" for minor in _GLIBC_MINORS), f"manylinux2014_{arch}",
-               f"linux_{arch}"]
-    for platform, arch in (("linux/arm64", "aarch64"), ("linux/amd64", "x86_64"))
-}
-
 
 # PEP 440's normalised pre-release and development markers: 2.0.0a1, 2.0.0b2, 2.0.0rc1, 1.0.dev3.
 _PRERELEASE = re.compile(r"\d(a|b|rc)\d+|\.dev\d+")
@@ -39,17 +30,22 @@ class WheelPin:
     size: int | None = None  # bytes, as the index gives them; None when it does not say
 
 
-def resolve(package: str, version: str | None, platform: str, *, python: str | None = None) -> WheelPin:
+def resolve(package: str, version: str | None, platform: str, *, python: str | None = None,
+            glibc: str | None = None) -> WheelPin:
     """The wheel pip would install for ``package==version`` on ``platform``; with ``version`` None,
     for the newest version on the index (pip's own choice: no pre-releases, yanked files skipped).
-    ``python`` (3.12.3) is the base's CPython; without it pip picks for the Python running it."""
+    ``python`` (3.12.3) is the base's CPython; without it pip picks for the Python running it.
+    ``glibc`` (2.36) is the base's: pip is given every platform tag it can load
+    (``wheeltags.platform_tags``, the set ``build`` checks each wheel against), literally, as pip
+    takes ``--platform`` (no older glibc implied)."""
     args = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
             "--only-binary=:all:", "--quiet", "--report", "-", "--disable-pip-version-check"]
-    for tag in PLATFORM_TAGS.get(platform, []):
+    tags = platform_tags(platform, glibc)
+    for tag in tags:
         args += ["--platform", tag]
     if python is not None:
         args += ["--python-version", ".".join(python.split(".")[:2]), "--implementation", "cp"]
-    if platform in PLATFORM_TAGS or python is not None:
+    if tags or python is not None:
         args += ["--target", "/nonexistent-sparkimg-target"]
     wanted = package if version is None else f"{package}=={version}"
     args.append(wanted)

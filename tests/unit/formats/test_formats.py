@@ -75,13 +75,14 @@ def test_layer_record_round_trips() -> None:
 def test_base_scheme_round_trips() -> None:
     scheme = base_scheme(old_six())
     data = scheme.to_json()
-    assert data["schema"] == "sparkimg-scheme/v2"
+    assert data["schema"] == "sparkimg-scheme/v3"
     assert BaseScheme.from_json(copy.deepcopy(data), "x") == scheme
     assert canonical(BaseScheme.from_json(copy.deepcopy(data), "x").to_json()) == canonical(data)
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    (("schema",), "sparkimg-scheme/v1", "schema must be 'sparkimg-scheme/v2'"),
+    (("schema",), "sparkimg-scheme/v2", "schema must be 'sparkimg-scheme/v3'"),
+    (("glibc",), "2.36.1", "glibc must be a glibc version (2.36) or null"),
     (("interpreter",), "python3", "interpreter must be an absolute normalised path"),
     (("python_version",), "three", "python_version must be a Python version"),
     (("paths", "purelib"), "/usr/local/../lib", "paths.purelib must be an absolute normalised path"),

@@ -304,10 +304,10 @@ def test_the_query_finds_files_and_owned_folders(tmp_path: Path) -> None:
                                    f"{prefix}/bin/foo", f"{info}/METADATA", f"{info}/RECORD"])
     # shared/ holds another file, bin/ and dist-packages/ are scheme folders: none is owned.
     assert foo["owned_dirs"] == sorted([f"{site}/foo", info])
-    scheme = {"schema": "sparkimg-scheme/v2", "interpreter": "/usr/bin/python3", "python_version": "3.11.2",
+    scheme = {"schema": "sparkimg-scheme/v3", "interpreter": "/usr/bin/python3", "python_version": "3.11.2",
               "paths": {"purelib": str(site), "platlib": str(site), "scripts": str(prefix / "bin"),
                         "data": str(prefix), "headers": "/usr/include/python3.11"}, "installed": found,
-              "links": {"/lib": "usr/lib"}}
+              "links": {"/lib": "usr/lib"}, "glibc": "2.36"}
     assert BaseScheme.from_json(json.loads(json.dumps(scheme)), "x").named("foo-bar")[0].dist_info == info
 
 

@@ -315,7 +315,8 @@ def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: 
 
     asked: list[str | None] = []
 
-    def newest(package: str, version: str | None, platform: str, *, python: str | None = None) -> _pypi.WheelPin:
+    def newest(package: str, version: str | None, platform: str, *, python: str | None = None,
+               glibc: str | None = None) -> _pypi.WheelPin:
         asked.append(version)
         return _pypi.WheelPin("six-1.17.0-py2.py3-none-any.whl", "https://x/six-1.17.0-py2.py3-none-any.whl",
                               "4" * 64, "1.17.0")
@@ -331,7 +332,8 @@ def test_latest_is_pinned_to_the_version_pip_chose(tmp_path: Path, monkeypatch: 
     swapped = replace(pin, filename="six-1.16.0-py2.py3-none-any.whl")
     assert any("not six 1.17.0" in p for p in lock_mod._source_pins("six", source, swapped))
 
-    def mislabelled(package: str, version: str | None, platform: str, *, python: str | None = None) -> _pypi.WheelPin:
+    def mislabelled(package: str, version: str | None, platform: str, *, python: str | None = None,
+                    glibc: str | None = None) -> _pypi.WheelPin:
         return _pypi.WheelPin("six-1.16.0-py2.py3-none-any.whl", "https://x/w.whl", "4" * 64, "1.17.0")
 
     monkeypatch.setattr(_pypi, "resolve", mislabelled)

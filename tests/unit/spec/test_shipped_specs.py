@@ -80,3 +80,19 @@ def test_the_flashinfer_aot_specs_build_from_the_pinned_sdist(name: str) -> None
     source = spec.sources["flashinfer"]
     assert getattr(source, "dist", None) == "sdist" and getattr(source, "sha256", None)
     assert spec.layers[0].kind == "compile" and spec.layers[0].source == "flashinfer"
+
+
+def test_the_vllm_environment_spec_is_what_its_generator_writes_from_the_requirements() -> None:
+    """layers/vllm-env.yaml is generated from scripts/vllm-build-requirements.txt (one truth for
+    every pin): a wheel layer per pinned wheel, vLLM's last, each by version and sha256."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm-env-spec"), "--check"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    spec = load_spec(REPO / "layers" / "vllm-env.yaml")
+    requirements = (REPO / "scripts" / "vllm-build-requirements.txt").read_text().splitlines()
+    pinned = [line.split("==")[0] for line in requirements if line and not line.startswith("#")]
+    assert len(spec.layers) == len(pinned) == 34
+    assert [layer.kind for layer in spec.layers] == ["wheel"] * 34 and spec.layers[-1].name == "vllm"
