@@ -28,7 +28,7 @@ from sparkimg.formats.record import LayerRecord, Metrics, Output
 from sparkimg.image import audit, elfnames, wheelzip
 from sparkimg.image.bounds import Budget
 from sparkimg.lock.resolve import Lock
-from sparkimg.plan.keys import RECORDS, PlannedLayer
+from sparkimg.plan.keys import RECORDS, PlannedLayer, compile_epoch
 from sparkimg.source import patching as _srcpatch
 from sparkimg.source import sdist as _sdist
 from sparkimg.spec import CompileLayer, Spec, substitute
@@ -109,16 +109,10 @@ def compile_layer(
         for name in layer.inputs:
             staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
             mounts.append(Mount(staged, f"/inputs/{name}"))
-        env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(lock.source_date_epoch),
-               "SPARKIMG_LAYER": layer.name, **budget.env()}
-        toolchain = lock.toolchain
-        if toolchain.cuda == "host" and toolchain.path and toolchain.resolved:
-            cuda = toolchain.path
-            mounts.append(Mount(Path(toolchain.resolved), cuda))
-            env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
-        variables = spec.variables(budget.jobs)
-        env.update({k: substitute(v, variables) for k, v in layer.env.items()})
-        env["SPARKIMG_COMMAND"] = substitute(layer.command, variables)
+        toolkit = host_toolkit(lock)
+        if toolkit is not None:
+            mounts.append(Mount(*toolkit))
+        env = container_env(spec, lock, layer, budget)
         report(Event(Phase.COMPILE, f"compile {layer.name}: {budget.jobs} job(s), memory "
                      f"{format_size(budget.memory)}, pids {budget.pids}, network none", layer.name,
                      figures={"jobs": budget.jobs, "memory": budget.memory, "pids": budget.pids}))
@@ -153,7 +147,7 @@ def compile_layer(
             raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
                              hint="make the command write its wheels into /out")
         for path in produced:
-            _normalise(layer.name, path, lock.source_date_epoch)
+            _normalise(layer.name, path, compile_epoch(lock, layer))
         wanted = [a.sm for a in spec.cuda_architectures]
         reports = [r for path in produced for r in audit.audit_output(path, wanted)]
         bad = audit.failures(reports)
@@ -179,6 +173,31 @@ def compile_layer(
         return record
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def host_toolkit(lock: Lock) -> tuple[Path, str] | None:
+    """This machine's CUDA toolkit and where a layer's container sees it (read-only), when the spec
+    asks for the host's (``toolchain: cuda: host``); its digest is in every compile key."""
+    toolchain = lock.toolchain
+    if toolchain.cuda == "host" and toolchain.path and toolchain.resolved:
+        return Path(toolchain.resolved), toolchain.path
+    return None
+
+
+def container_env(spec: Spec, lock: Lock, layer: CompileLayer, budget: Budget) -> dict[str, str]:
+    """What the layer's command finds in its environment. Every value comes from what the layer's
+    key names (``plan.keys.layer_inputs``: command, env, architectures, toolchain, the layer's own
+    epoch), except the parallelism knobs of ``budget``: a job count never changes an output, and
+    ``build --check`` proves it. tests/unit/plan/test_one_key_one_output.py holds it so."""
+    env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(compile_epoch(lock, layer)), **budget.env()}
+    toolkit = host_toolkit(lock)
+    if toolkit is not None:
+        cuda = toolkit[1]
+        env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
+    variables = spec.variables(budget.jobs)
+    env.update({k: substitute(v, variables) for k, v in layer.env.items()})
+    env["SPARKIMG_COMMAND"] = substitute(layer.command, variables)
+    return env
 
 
 def _normalise(layer: str, path: Path, epoch: int) -> None:

@@ -1,7 +1,9 @@
 """The plan: a cache key per layer, computed only from what changes its output.
 
 A key covers the base digest, source digests, command, env, CUDA architectures, toolchain
-and parent keys; never the job count, the bounds or the time. The plan is pure over the
+and parent keys; never the job count, the bounds or the time. What a compile layer's container
+is given (``image.compile.container_env`` and its mounts) comes only from what its key names,
+so one key always means one set of bytes (tests/unit/plan/test_one_key_one_output.py). The plan is pure over the
 spec, the lock and the store's records: whether the image is built (in the store, and that
 image in the engine) is asked in one place (``image.image.image_state``) and handed in as
 ``image_built``.
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkimg.formats.canonical import digest_of
-from sparkimg.formats.lockfile import PypiPin
+from sparkimg.formats.lockfile import GitPin, PypiPin
 from sparkimg.formats.record import LayerRecord
 from sparkimg.lock.resolve import Lock
 from sparkimg.spec import CompileLayer, Spec, substitute
@@ -25,6 +27,8 @@ ASSEMBLY_VERSION = "sparkimg-assembly/2"  # 2: sparkimg writes the image (OCI la
 # form, nvcc's pid out of ELF names); a change here means other bytes for the same inputs.
 OUTPUT_FORM = "sparkimg-outputs/1"
 KEY_LABEL = "dev.sparkimg.key"
+# 1980-01-01T00:00:00Z: the earliest date a zip member can hold (wheels are zips).
+ZIP_EPOCH = 315532800
 RECORDS = "layers"
 
 
@@ -68,6 +72,15 @@ def image_ref(spec: Spec, key: str) -> str:
     return f"{spec.image}:{key[:16]}"
 
 
+def compile_epoch(lock: Lock, layer: CompileLayer) -> int:
+    """The SOURCE_DATE_EPOCH a compile layer builds with and dates its wheels' members by: the
+    commit time of its own source when that is a git commit (fixed by the commit its key names),
+    else the zip epoch. Never the lock's epoch, which moves with any git source of the spec and
+    with the clock for a spec without one: a FlashInfer layer must not change when vLLM moves."""
+    source = lock.sources[layer.source]
+    return source.committed if isinstance(source, GitPin) else ZIP_EPOCH
+
+
 def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]]:
     """(name, kind, inputs) for every layer, the image assembly last. Pure: no I/O."""
     base = lock.base
@@ -86,6 +99,7 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
                 "toolchain": digest_of(lock.toolchain.to_json()),
                 "outputs": layer.outputs,
                 "output_form": OUTPUT_FORM,
+                "source_date_epoch": str(compile_epoch(lock, layer)),
             }
             for key, value in sorted(layer.env.items()):
                 inputs[f"env.{key}"] = digest_of(substitute(value, variables))
