@@ -12,8 +12,10 @@ from sparkimg.events import Event
 
 
 def noop_build(args: argparse.Namespace) -> int | None:
-    """Exit 0 with what the stamped no-op printed, or None when the build must run."""
-    if args.prewarm is not None:
+    """Exit 0 with what the stamped no-op printed, or None when the build must run. ``--check``
+    always runs (it builds every layer again from scratch, whatever the stamp says), and so does
+    ``--prewarm``."""
+    if args.prewarm is not None or args.check:
         return None
     found = api.noop_build(args.spec, store=args.store, key=args.key, receipt=args.receipt,
                            record_host=args.record_host)

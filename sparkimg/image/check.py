@@ -79,7 +79,8 @@ class CheckReport:
         return all(c.same for c in self.compared)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": CHECK, "identical": self.identical, "compared": [c.to_json() for c in self.compared],
+        return {"schema": CHECK, "identical": self.identical, "digests_compared": len(self.compared),
+                "compared": [c.to_json() for c in self.compared],
                 "differences": [d.to_json() for d in self.differences], "wall_s": round(self.wall_s, 3)}
 
     def to_receipt(self) -> dict[str, Any]:
