@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from sparkimg._internal.fs.files import read_input
 from sparkimg._internal.locations import signing_key_path
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
@@ -486,9 +485,8 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     from datetime import UTC, datetime
 
     from sparkimg.distribution.compression import chosen, default_threads
-    from sparkimg.distribution.push import push as push_image
-    from sparkimg.distribution.push import target_of
-    from sparkimg.fetch.inputs import base_image
+    from sparkimg.distribution.push import push_built, target_of
+    from sparkimg.plan.keys import image_ref
     from sparkimg.receipts.emit import receipt_path
 
     target_of(target)  # bad input fails before anything is read
@@ -497,21 +495,9 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
         raise UsageError(f"--threads {threads}: give 1 or more", hint="leave it out to use every core")
     spec, the_store, lock, key, record = _stored_image(spec_path, store, report)
     dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
-    base = base_image(lock, the_store, report=report)
-    written = receipt or receipt_path(spec, key)
-    if receipt is not None and not receipt.is_file():
-        raise UsageError(f"--receipt {receipt}: no such file", hint="pass the receipt `sparkimg build` wrote")
-    from sparkimg.signing.dsse import ENVELOPE_BYTES
-
-    data = read_input(written, ENVELOPE_BYTES, hint="pass the receipt `sparkimg build` wrote") \
-        if written.exists() else None
-    if data is None:
-        report(Event(Phase.PUSH, f"no receipt at {written}: the image is pushed without one", kind=Kind.WARNING))
-    from sparkimg.sbom.attest import sbom_beside
-
-    sbom = sbom_beside(written, data, Phase.PUSH, report) if data is not None else None
-    return push_image(record, base, lock, the_store, target, [dated, *tags], receipt=data, sbom=sbom,
-                      compression=compressor, threads=threads or default_threads(), report=report)
+    return push_built(record, lock, the_store, target, [dated, *tags], receipt or receipt_path(spec, key),
+                      image_ref(spec, key), receipt_required=receipt is not None, compression=compressor,
+                      threads=threads or default_threads(), report=report)
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
@@ -533,55 +519,29 @@ def save(source: Path, output: Path, *, without_base: bool = False, receipt: Pat
     """Write the image a SPEC built (or a RECEIPT names) and its receipt to ``output``: an OCI image
     layout with Docker's ``manifest.json``, which ``docker load``, ``podman load`` and
     ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
-    from sparkimg.distribution.archive import save as save_archive
-    from sparkimg.formats.oci import BaseImage
+    from sparkimg.distribution.archive import save_built
     from sparkimg.image.assemble import image_record
+    from sparkimg.plan.keys import image_ref
+    from sparkimg.receipts.emit import receipt_path
     from sparkimg.receipts.verify import receipt_facts
-    from sparkimg.spec.model import split_reference
 
+    if source.suffix != ".json":
+        spec, the_store, _, key, record = _stored_image(source, store, report)
+        return save_built(record, the_store, receipt or receipt_path(spec, key), image_ref(spec, key), output,
+                          tag=tag, without_base=without_base, report=report)
+    if not source.is_file():
+        raise UsageError(f"{source}: no receipt there; the archive carries one", hint="pass the receipt `sparkimg "
+                         "build` wrote, or the SPEC")
     the_store = _store(store)
-    if source.suffix == ".json":
-        envelope_path = source
-    else:
-        from sparkimg.lock import resolve as lock_mod
-        from sparkimg.plan.keys import image_key
-        from sparkimg.receipts.emit import receipt_path
-
-        spec = load(source, report)
-        envelope_path = receipt or receipt_path(spec, image_key(spec, lock_mod.load_checked(spec, the_store)))
-    if not envelope_path.is_file():
-        raise UsageError(f"{envelope_path}: no receipt there; the archive carries one",
-                         hint="build with --key (or pass --receipt FILE)")
-    statement_facts = receipt_facts(envelope_path)
-    key = str(statement_facts.get("image.key") or "")
-    record = image_record(the_store, key) if key else None
-    if record is None:
+    facts = receipt_facts(source)
+    key = str(facts.get("image.key") or "")
+    found = image_record(the_store, key) if key else None
+    if found is None:
         raise UsageError(f"{source}: the store has no image for key {key[:16] or '?'}",
-                         hint=f"build it into this store first: `sparkimg build {source}`" if source.suffix != ".json"
-                         else "build it into this store first: `sparkimg build SPEC`, with the spec and lock the "
+                         hint="build it into this store first: `sparkimg build SPEC`, with the spec and lock the "
                          "receipt was built from")
-    if (statement_facts.get("image.manifest_digest"), statement_facts.get("image.id")) != (
-            record.manifest_digest, record.config_digest):
-        raise UsageError(f"{envelope_path}: the receipt names manifest {statement_facts.get('image.manifest_digest')} "
-                         f"and config {statement_facts.get('image.id')}, not the store's image "
-                         f"{record.manifest_digest} / {record.config_digest}; every load would refuse the file",
-                         hint="pass the receipt the build of this image wrote")
-    base_manifest = the_store.blob(record.base_manifest.split(":", 1)[1])
-    base_config = str(statement_facts.get("base.config_digest") or "")
-    if not base_manifest.is_file() or not base_config.startswith("sha256:") \
-            or not the_store.has(base_config.split(":", 1)[1]):
-        raise UsageError(f"{source}: the store lacks the base's manifest or config", hint="run `sparkimg fetch` first")
-    base = BaseImage(base_manifest.read_bytes(), the_store.blob(base_config.split(":", 1)[1]).read_bytes())
-    base_repository = split_reference(str(statement_facts.get("base.reference") or ""))[0]
-    name = tag or str(statement_facts.get("image.reference") or "")
-    from sparkimg.signing.dsse import ENVELOPE_BYTES
-
-    envelope = read_input(envelope_path, ENVELOPE_BYTES, hint="pass the receipt `sparkimg build` wrote")
-    from sparkimg.sbom.attest import sbom_beside
-
-    sbom = sbom_beside(envelope_path, envelope, Phase.SAVE, report)
-    return save_archive(record, base, base_repository, the_store, envelope, name, output,
-                        without_base=without_base, sbom=sbom, report=report)
+    return save_built(found, the_store, source, str(facts.get("image.reference") or ""), output, tag=tag,
+                      without_base=without_base, report=report)
 
 
 def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,

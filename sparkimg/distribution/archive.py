@@ -90,6 +90,29 @@ def layers_in_store(record: oci.ImageRecord, base: oci.BaseImage, base_repositor
     return layers
 
 
+def save_built(record: oci.ImageRecord, store: Store, receipt: Path, image: str, target: Path, *,
+               tag: str | None = None, without_base: bool = False, report: Reporter = silent) -> Saved:
+    """Save the image ``image`` the store built (``record``) as ``tag`` (default: ``image``) with
+    its receipt (``receipt``, refused when it is another image's or absent: the archive carries
+    one) and the SBOM beside it (``attached``); the base's manifest and config come from the store
+    (``sparkimg fetch`` puts them there)."""
+    from sparkimg.distribution.attached import attachments
+    from sparkimg.receipts.verify import receipt_facts
+    from sparkimg.spec.model import split_reference
+
+    attached = attachments(receipt, record, image, required=True, phase=Phase.SAVE, report=report)
+    assert attached.receipt is not None
+    facts = receipt_facts(receipt)
+    base_manifest = store.blob(hex_of(record.base_manifest))
+    base_config = str(facts.get("base.config_digest") or "")
+    if not base_manifest.is_file() or not base_config.startswith("sha256:") or not store.has(hex_of(base_config)):
+        raise UsageError(f"{receipt}: the store lacks the base's manifest or config", hint="run `sparkimg fetch` first")
+    base = oci.BaseImage(base_manifest.read_bytes(), store.blob(hex_of(base_config)).read_bytes())
+    base_repository = split_reference(str(facts.get("base.reference") or ""))[0]
+    return save(record, base, base_repository, store, attached.receipt, tag or image, target,
+                without_base=without_base, sbom=attached.sbom, report=report)
+
+
 def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
          name: str, target: Path, *, without_base: bool = False, sbom: bytes | None = None,
          report: Reporter = silent) -> Saved:

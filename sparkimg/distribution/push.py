@@ -25,13 +25,16 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
 from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
+from sparkimg.distribution.attached import attachments
 from sparkimg.distribution.compression import Compressor, compressed
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.fetch.inputs import base_image
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of, sha256_prefixed
 from sparkimg.lock.resolve import Lock
@@ -75,12 +78,29 @@ class Pushed:
 
 
 def target_of(text: str) -> ImageRef:
-    """``--to REGISTRY/REPO``: a repository, with no tag or digest (tags are given with --tag)."""
+    """``--to REGISTRY/REPO``: a repository, with no scheme, tag or digest (tags are given with --tag),
+    as docker and skopeo name one."""
+    if "://" in text:
+        plain = text.split("://", 1)[1]
+        raise UsageError(f"--to {text}: a registry reference has no scheme (docker and skopeo refuse one too)",
+                         hint=f"give REGISTRY/REPO: --to {plain}")
     ref = ImageRef.parse(text)
     if "@" in text or ":" in text.rsplit("/", 1)[-1] or "/" not in text:
         raise UsageError(f"--to {text}: give a registry and repository (REGISTRY/REPO), no tag or digest",
                          hint="e.g. --to 127.0.0.1:5000/sparkimg/demo --tag latest")
     return ref
+
+
+def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, tags: Sequence[str], receipt: Path,
+               image: str, *, receipt_required: bool, compression: Compressor | None = None, threads: int = 1,
+               report: Reporter = silent) -> Pushed:
+    """Push an image the store built with what goes with it: the receipt at ``receipt`` (refused
+    when it is another image's; when it is not there, refused if ``receipt_required``, else said)
+    and the SBOM beside it (``attached``). The one push of ``sparkimg push`` and the nightly."""
+    target_of(target)  # bad input fails before anything is read
+    attached = attachments(receipt, record, image, required=receipt_required, phase=Phase.PUSH, report=report)
+    return push(record, base_image(lock, store, report=report), lock, store, target, tags, receipt=attached.receipt,
+                sbom=attached.sbom, compression=compression, threads=threads, report=report)
 
 
 def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,

@@ -121,6 +121,14 @@ class Statement:
         """The image subject (its config digest is the image ID on docker's classic store)."""
         return next((s for s in self.subjects if s.kind == "image-config"), self.subjects[0])
 
+    def attests_same(self, other: Statement) -> bool:
+        """Whether ``other`` vouches for the same thing: the same subjects (image config and
+        manifest) built from the same lock. Run details (times, a ``--check`` verdict, byproducts)
+        may differ between two builds of it."""
+        def lock(statement: Statement) -> Mapping[str, str] | None:
+            return next((d.digests for d in statement.dependencies if d.name == "lock"), None)
+        return self.subjects == other.subjects and lock(self) is not None and lock(self) == lock(other)
+
     def with_byproduct(self, item: Descriptor) -> Statement:
         """This statement with ``item`` in place of any byproduct of the same name."""
         return replace(self, byproducts=(*(b for b in self.byproducts if b.name != item.name), item))

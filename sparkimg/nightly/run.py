@@ -117,11 +117,14 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
     """The night for ``spec_path``. Bad input (spec, key, target, a busy state folder) raises before
     the night starts; anything that fails after is recorded as a failed night (exit 1)."""
     from sparkimg.distribution.push import target_of
+    from sparkimg.signing.keys import load_private
 
     spec = pipeline.load(spec_path, report)
-    if signing_key_path(options.key) is None:
+    chosen = signing_key_path(options.key)
+    if chosen is None:
         raise UsageError("sparkimg nightly signs every receipt: pass --key or set SPARKIMG_KEY",
                          hint="create a key once with `sparkimg keygen --out ~/.config/sparkimg/nightly`")
+    load_private(chosen)  # a missing file, a public key or a key for others to read: refused before the night
     if options.push:
         target_of(options.push)
     if options.keep is not None and options.keep < 1:
@@ -430,18 +433,17 @@ def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:
 
 def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: str, built: Any,
           tell: Reporter) -> Pushed:
-    """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt; the
-    moving tag is moved only at promotion."""
-    from sparkimg.distribution.push import push
-    from sparkimg.fetch.inputs import base_image
+    """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt and SBOM
+    (``sparkimg push``'s own path); the moving tag is moved only at promotion."""
+    from sparkimg.distribution.push import push_built
     from sparkimg.image.assemble import image_record
 
     assert target is not None
     record = image_record(store, result.plan.image.key)
     if record is None:
         raise UsageError(f"the store has no OCI record of {result.image_ref} to push")
-    return push(record, base_image(cand, store, report=tell), cand, store, target, [f"nightly-{entry_id}"],
-                receipt=built.receipt.path.read_bytes(), report=tell)
+    return push_built(record, cand, store, target, [f"nightly-{entry_id}"], built.receipt.path, result.image_ref,
+                      receipt_required=True, report=tell)
 
 
 def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engine: Engine,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import canonical
-from sparkimg.formats.statement import Descriptor, Statement
+from sparkimg.formats.statement import Descriptor, Statement, load
 from sparkimg.image.image import BuildResult
 from sparkimg.receipts.compose import statement
 from sparkimg.signing.keys import PrivateKey
@@ -67,7 +67,10 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
         changed = True
     if changed:
         store.write_record(RECORDS, image_key, kept.to_json())
-    return write_signed(path or default_path(result), canonical(kept.to_json()), key)
+    # An unsigned build keeps a signed receipt of this very image from this very lock (exit 0);
+    # only a receipt of something else is refused (``signing.signed``).
+    return write_signed(path or default_path(result), canonical(kept.to_json()), key,
+                        attests=lambda there: kept.attests_same(load(there, str(path or default_path(result)))))
 
 
 def _base_nvcc(result: BuildResult, store: Store) -> dict[str, str] | None:

@@ -4,8 +4,9 @@ payload, written atomically, and never a silent loss of a signature.
 - The same payload (or one ``same`` calls equivalent) already there: the file is kept, and a
   new signer's signature is added beside the ones it has (a receipt may carry several), so a
   rerun that changed nothing changes no byte, and a second node's key countersigns.
-- A signed file is never replaced by an unsigned one: an unsigned build refuses, and says how
-  to proceed (sign it, or write the receipt elsewhere).
+- A signed file is never replaced by an unsigned one: an unsigned build keeps it when it attests
+  the same thing (``attests``: a receipt of the same image from the same lock), and otherwise
+  refuses, and says how to proceed (sign it, or write the receipt elsewhere).
 - A different payload under a key replaces the file: the old signatures vouched for content
   that is no longer what was built.
 """
@@ -33,9 +34,11 @@ class Written:
 
 
 def write_signed(path: Path, payload: bytes, key: PrivateKey | None, *,
-                 same: Callable[[bytes], bool] | None = None) -> Written:
+                 same: Callable[[bytes], bool] | None = None,
+                 attests: Callable[[bytes], bool] | None = None) -> Written:
     """Write ``payload`` in an envelope (signed when ``key`` is given), keeping every signature
-    an equivalent file already has; refuse to replace a signed file with an unsigned one."""
+    an equivalent file already has; never replace a signed file with an unsigned one: keep it
+    when ``attests`` says its payload vouches for what ``payload`` does, else refuse."""
     keyid = key.keyid if key else None
     existing = _existing(path)
     if existing is not None and existing.signatures:
@@ -47,6 +50,8 @@ def write_signed(path: Path, payload: bytes, key: PrivateKey | None, *,
             envelope = existing.signed(key)
             write_atomic(path, envelope.dumps())
             return Written(path, True, keyid, written=True, keyids=(*signers, key.keyid))
+        if key is None and attests is not None and _says_same(attests, existing.payload):
+            return Written(path, True, signers[0], written=False, keyids=signers)
         if key is None:
             raise DowngradeError(
                 f"{path} is signed (keyid {', '.join(k[:16] for k in signers)}) and this build is not: an unsigned "

@@ -220,6 +220,9 @@ layers:
     assert engine.image_id(f"sparkimg-test/{name}:nightly") == first["image"]["config"]
     assert _served(repository.split("/", 1)[1], "nightly") == first["image"]["manifest"]
     assert not (project / "spec.yaml.lock.candidate.json").exists()
+    # The night pushed the SBOM beside the receipt, as `sparkimg push` does (one push path).
+    code, sbom, err = cli(capsys, store, "sbom", f"{repository}:nightly", "--key", str(tmp_path / "node.pub"), "--json")
+    assert code == 0 and sbom["spdxVersion"] == "SPDX-2.3", err
 
     # Night 2: nothing moved (said to a person too).
     code, same, err = cli(capsys, store, *nightly)

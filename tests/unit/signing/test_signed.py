@@ -45,6 +45,21 @@ def test_an_unsigned_build_never_replaces_a_signed_file(tmp_path: Path, keys: tu
     assert path.read_bytes() == before
 
 
+def test_an_unsigned_build_keeps_a_signed_file_that_attests_the_same_thing(
+        tmp_path: Path, keys: tuple[PrivateKey, PrivateKey]) -> None:
+    """Another payload about the same thing (a receipt of the same image from the same lock, with
+    other run details): the signed file stays, signed, and nothing is refused."""
+    path = tmp_path / "r.json"
+    write_signed(path, b'{"image": 1, "when": "then"}', keys[0])
+    before = path.read_bytes()
+    kept = write_signed(path, b'{"image": 1, "when": "now"}', None, attests=lambda there: b'"image": 1' in there)
+    assert not kept.written and kept.signed and kept.keyids == (keys[0].keyid,)
+    assert path.read_bytes() == before
+    with pytest.raises(DowngradeError):
+        write_signed(path, b'{"image": 2}', None, attests=lambda there: b'"image": 2' in there)
+    assert path.read_bytes() == before
+
+
 def test_a_second_key_countersigns(tmp_path: Path, keys: tuple[PrivateKey, PrivateKey]) -> None:
     path = tmp_path / "r.json"
     write_signed(path, b"{}", keys[0])
