@@ -22,12 +22,6 @@ _OLDEST_MINOR = {"x86_64": 5, "i686": 5}
 _OLDEST_MINOR_OTHER = 17
 
 
-def parse_glibc(text: str) -> tuple[int, int]:
-    """``2.36`` -> (2, 36)."""
-    major, minor = text.split(".")[:2]
-    return int(major), int(minor)
-
-
 def host_glibc() -> str | None:
     """This machine's glibc (``2.36``), the guess ``lock`` makes for a base not asked yet; None
     when the C library is not glibc."""
@@ -47,7 +41,7 @@ def platform_tags(platform: str, glibc: str | None) -> list[str]:
         return []
     tags: list[str] = []
     if glibc is not None:
-        major, newest = parse_glibc(glibc)
+        major, newest = (int(part) for part in glibc.split(".")[:2])
         if major == 2:
             for minor in range(newest, _OLDEST_MINOR.get(arch, _OLDEST_MINOR_OTHER) - 1, -1):
                 tags.append(f"manylinux_2_{minor}_{arch}")

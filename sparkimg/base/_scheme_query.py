@@ -193,7 +193,9 @@ def _installed(sites: list[str], roots: list[str]) -> list[dict[str, object]]:
 
 def _glibc() -> str | None:
     """The C library's version as the dynamic loader reports it (``2.36``), which decides the
-    manylinux wheels the base can load (PEP 600); None on a libc that is not glibc (musl)."""
+    manylinux wheels the base can load (PEP 600); None on a libc that is not glibc (musl). The
+    same reading as ``_internal.wheeltags.host_glibc``, here for the base (this script imports
+    nothing of sparkimg)."""
     try:
         found = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):

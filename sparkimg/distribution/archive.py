@@ -33,13 +33,16 @@ from typing import Any
 
 from sparkimg._internal.fs.atomic import fsync_dir
 from sparkimg._internal.fs.tars import open_archive
+from sparkimg.distribution.attached import attachments
 from sparkimg.engine.docker import Engine
 from sparkimg.engine.podman import is_podman
 from sparkimg.errors import EngineError, FetchError, LoadRefused, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of, sha256_prefixed
+from sparkimg.formats.statement import facts
 from sparkimg.signing.keys import PublicKey
+from sparkimg.spec.model import split_reference
 from sparkimg.store.content import Store
 
 _BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
@@ -96,19 +99,15 @@ def save_built(record: oci.ImageRecord, store: Store, receipt: Path, image: str,
     its receipt (``receipt``, refused when it is another image's or absent: the archive carries
     one) and the SBOM beside it (``attached``); the base's manifest and config come from the store
     (``sparkimg fetch`` puts them there)."""
-    from sparkimg.distribution.attached import attachments
-    from sparkimg.receipts.verify import receipt_facts
-    from sparkimg.spec.model import split_reference
-
     attached = attachments(receipt, record, image, required=True, phase=Phase.SAVE, report=report)
-    assert attached.receipt is not None
-    facts = receipt_facts(receipt)
+    assert attached.receipt is not None and attached.statement is not None
+    found = facts(attached.statement)
     base_manifest = store.blob(hex_of(record.base_manifest))
-    base_config = str(facts.get("base.config_digest") or "")
+    base_config = str(found.get("base.config_digest") or "")
     if not base_manifest.is_file() or not base_config.startswith("sha256:") or not store.has(hex_of(base_config)):
         raise UsageError(f"{receipt}: the store lacks the base's manifest or config", hint="run `sparkimg fetch` first")
     base = oci.BaseImage(base_manifest.read_bytes(), store.blob(hex_of(base_config)).read_bytes())
-    base_repository = split_reference(str(facts.get("base.reference") or ""))[0]
+    base_repository = split_reference(str(found.get("base.reference") or ""))[0]
     return save(record, base, base_repository, store, attached.receipt, tag or image, target,
                 without_base=without_base, sbom=attached.sbom, report=report)
 

@@ -21,10 +21,12 @@ RECEIPT_HINT = "pass the receipt `sparkimg build` wrote"
 
 @dataclass(frozen=True)
 class Attached:
-    """The envelopes that go with an image: its receipt and its SBOM (either may be absent)."""
+    """The envelopes that go with an image: its receipt (and the statement in it, its signature
+    checked by whoever receives it) and its SBOM; either may be absent."""
 
     receipt: bytes | None
     sbom: bytes | None
+    statement: Statement | None = None
 
 
 def bound(statement: Statement, record: ImageRecord, where: Path, image: str) -> None:
@@ -50,5 +52,6 @@ def attachments(receipt: Path, record: ImageRecord, image: str, *, required: boo
         report(Event(phase, f"no receipt at {receipt}: the image goes without one", kind=Kind.WARNING))
         return Attached(None, None)
     data = read_input(receipt, ENVELOPE_BYTES, hint=RECEIPT_HINT)
-    bound(receipt_statement(data, str(receipt)), record, receipt, image)
-    return Attached(data, sbom_beside(receipt, data, phase, report))
+    statement = receipt_statement(data, str(receipt))
+    bound(statement, record, receipt, image)
+    return Attached(data, sbom_beside(receipt, data, phase, report), statement)

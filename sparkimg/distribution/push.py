@@ -97,7 +97,6 @@ def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, t
     """Push an image the store built with what goes with it: the receipt at ``receipt`` (refused
     when it is another image's; when it is not there, refused if ``receipt_required``, else said)
     and the SBOM beside it (``attached``). The one push of ``sparkimg push`` and the nightly."""
-    target_of(target)  # bad input fails before anything is read
     attached = attachments(receipt, record, image, required=receipt_required, phase=Phase.PUSH, report=report)
     return push(record, base_image(lock, store, report=report), lock, store, target, tags, receipt=attached.receipt,
                 sbom=attached.sbom, compression=compression, threads=threads, report=report)
