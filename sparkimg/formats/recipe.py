@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal.suggest import closest
 from sparkimg.errors import RecipeError
-from sparkimg.spec.checker import closest
-from sparkimg.spec.model import dotted_arch
+from sparkimg.formats.archs import dotted_arch
 
 SCHEMA = "sparkimg-recipe/v1"
 SPARKRING = "sparkring-recipe/v1"

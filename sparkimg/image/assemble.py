@@ -17,7 +17,6 @@ from pathlib import Path
 
 from sparkimg.errors import BuildError, FetchError
 from sparkimg.events import Event, Phase, Reporter
-from sparkimg.formats import kernels as kernel_label
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import digest_of, hex_of, sha256_prefixed
 from sparkimg.formats.lockfile import PypiPin
@@ -25,7 +24,7 @@ from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme, canonical_name
 from sparkimg.image import layer as layer_mod
 from sparkimg.plan.keys import KEY_LABEL, Plan
-from sparkimg.spec import CompileLayer
+from sparkimg.spec import CompileLayer, kernel_label
 from sparkimg.store.content import Store
 
 LAYER_VERSION = "sparkimg-layer/1"

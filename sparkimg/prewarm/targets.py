@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg.errors import UsageError
-from sparkimg.formats.kernels import LABEL, KernelLabel
 from sparkimg.formats.statement import load
 from sparkimg.image.image import built_image
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.plan import keys as plan
 from sparkimg.signing import dsse
 from sparkimg.spec import Arch, KernelSet, Spec
+from sparkimg.spec.kernel_label import LABEL, KernelLabel
 
 if TYPE_CHECKING:
     from sparkimg.engine.docker import Engine

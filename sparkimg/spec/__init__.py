@@ -6,6 +6,7 @@ models, ``checker`` collects problems, ``sections`` validates (pure), ``disk`` r
 build tree, ``load`` puts them together.
 """
 
+from sparkimg.formats.archs import dotted_arch
 from sparkimg.spec.checker import PLACEHOLDER, Checker
 from sparkimg.spec.load import load_spec
 from sparkimg.spec.model import (
@@ -33,7 +34,6 @@ from sparkimg.spec.model import (
     Spec,
     Toolchain,
     WheelLayer,
-    dotted_arch,
     split_reference,
     substitute,
 )

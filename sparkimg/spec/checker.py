@@ -9,9 +9,10 @@ line, the dotted field, and how to fix it, with "did you mean" for a misspelt ke
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from sparkimg._internal.suggest import closest
 from sparkimg.spec import located as _located
 
 PLACEHOLDER = re.compile(r"^<operator[:\s]\s*(.+?)\s*>$")
@@ -22,14 +23,6 @@ KeyPath = _located.Path
 def type_name(value: Any) -> str:
     """The YAML-ish name of a value's type, for "must be X, not Y"."""
     return "null" if value is None else type(value).__name__
-
-
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice ``word`` most likely misspells, if any is close enough."""
-    import difflib  # only for a word that is wrong
-
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return close[0] if close else None
 
 
 class Checker:

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sparkimg.formats.archs import ARCH_TEXT
+
 SCHEMA = "sparkimg/v1"
-# A CUDA architecture as a spec writes it: ``12.1a``.
-ARCH_TEXT = re.compile(r"^(\d+)\.(\d)([af]?)$")
-_SM_FORMS = re.compile(r"^(?:sm_|compute_)?(\d+?)(\d)([af]?)$")
 # ``{name}`` is a sparkimg variable; ``${name}`` belongs to the shell and is left alone.
 VARIABLE = re.compile(r"(?<![$\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 VARIABLES = ("cuda_arch", "cuda_arch_space", "sm_targets", "gencode", "jobs")
@@ -45,14 +44,6 @@ class Arch:
     def code(self) -> str:
         """``121a``: what follows ``sm_`` and ``compute_``."""
         return f"{self.sm}{self.suffix}"
-
-
-def dotted_arch(text: str) -> str | None:
-    """``12.1a`` from ``12.1a``, ``sm_121a``, ``compute_121a`` or ``121a``; None for anything else."""
-    if ARCH_TEXT.match(text):
-        return text
-    forms = _SM_FORMS.match(text)
-    return f"{forms.group(1)}.{forms.group(2)}{forms.group(3)}" if forms else None
 
 
 def split_reference(reference: str) -> tuple[str, str | None, str | None]:

@@ -15,12 +15,13 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
+from sparkimg._internal.suggest import closest
 from sparkimg._internal.units import parse_size
+from sparkimg.formats.archs import ARCH_TEXT, dotted_arch
 from sparkimg.formats.paths import NAME, clean_absolute
 from sparkimg.prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
-from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, closest, type_name
+from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, type_name
 from sparkimg.spec.model import (
-    ARCH_TEXT,
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
@@ -44,7 +45,6 @@ from sparkimg.spec.model import (
     Spec,
     Toolchain,
     WheelLayer,
-    dotted_arch,
 )
 
 _NAME = NAME

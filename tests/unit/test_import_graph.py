@@ -77,7 +77,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_relative_and_function_level_imports() -> None:
     graph = import_graph()
     assert "sparkimg.spec" in graph["sparkimg.lock.resolve"]
-    assert "sparkimg.formats.kernels" in graph["sparkimg.image.assemble"]
+    assert "sparkimg.spec.kernel_label" in graph["sparkimg.image.assemble"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -111,6 +111,16 @@ def test_internal_is_the_ground_floor() -> None:
     assert not graph["sparkimg.formats.canonical"]
     above = {module: sorted(d for d in imported if not d.startswith(GROUND))
              for module, imported in graph.items() if module.startswith("sparkimg._internal")}
+    assert {m: d for m, d in above.items() if d} == {}
+
+
+def test_formats_stand_on_the_ground_floor_only() -> None:
+    """``sparkimg.formats`` (one module per file format) is the floor above ``_internal``: every
+    stage reads and writes its formats, so a format that imported a stage (the spec, say) would
+    tie that stage under every other one."""
+    graph = import_graph()
+    above = {module: sorted(d for d in imported if not d.startswith((*GROUND, "sparkimg.formats")))
+             for module, imported in graph.items() if module.startswith("sparkimg.formats")}
     assert {m: d for m, d in above.items() if d} == {}
 
 

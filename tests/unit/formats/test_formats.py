@@ -10,13 +10,13 @@ import pytest
 
 from sparkimg.errors import EnvelopeError, LockError, UsageError
 from sparkimg.formats.canonical import canonical, digest_of, pretty
-from sparkimg.formats.kernels import KernelLabel
 from sparkimg.formats.lockfile import LockFile
 from sparkimg.formats.prewarm_manifest import PrewarmManifest
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme
 from sparkimg.formats.statement import Statement, facts
 from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet
+from sparkimg.spec.kernel_label import KernelLabel
 from tests.formats import base_scheme, layer_record, lock_json, old_six, prewarm_manifest, statement
 
 

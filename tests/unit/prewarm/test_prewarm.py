@@ -12,7 +12,6 @@ import pytest
 
 from sparkimg.errors import CacheMismatchError, EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
-from sparkimg.formats import kernels
 from sparkimg.image.bounds import Overrides, derive
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.catalogue import GENERATORS
@@ -23,6 +22,7 @@ from sparkimg.prewarm.warm import Events, split_jobs
 from sparkimg.prewarm.worker import EVENT
 from sparkimg.signing.keys import PrivateKey, generate
 from sparkimg.spec import KernelModule, load_spec
+from sparkimg.spec import kernel_label as kernels
 from tests.formats import GOOD, entry, fatbin
 
 PREWARM = """\

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import canonical, loads
-from sparkimg.spec import Arch, Bounds, KernelModule, KernelSet, Spec
+from sparkimg.spec.model import Arch, Bounds, KernelModule, KernelSet, Spec
 
 LABEL = "dev.sparkimg.prewarm"
 
