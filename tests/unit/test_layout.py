@@ -82,3 +82,15 @@ def test_the_template_would_have_ignored_the_old_build_stage(tmp_path: Path) -> 
     ignored = subprocess.run(["git", "-c", f"core.excludesFile={excludes}", "check-ignore", "--no-index",
                               "sparkimg/build/image.py"], cwd=REPO, capture_output=True, text=True, check=False)
     assert ignored.stdout.strip() == "sparkimg/build/image.py"
+
+
+def test_the_readme_names_every_room_of_the_package() -> None:
+    """README's Layout lists the package's rooms (its subpackages), no more and no fewer."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    bullet = layout[layout.index("- `sparkimg/`"):layout.index("\n- ", layout.index("- `sparkimg/`") + 1)]
+    named = set(re.findall(r"`([a-z_]+)/`", bullet)) - {"sparkimg"}
+    rooms = {p.parent.name for p in (REPO / "sparkimg").glob("*/__init__.py")}
+    assert named == rooms
