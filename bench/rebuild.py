@@ -87,7 +87,7 @@ def copy_demo(into: Path) -> Path:
 
 def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     """Time `docker build` of the generated Dockerfile and context, after one warm-up build."""
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
     from sparkimg.fetch.inputs import base_tag
     from sparkimg.image.assemble import labels
     from sparkimg.image.dockerfile import write_context
@@ -100,12 +100,12 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     spec = load_spec(spec_path)
     lock = lock_mod.load(spec)
     store = Store(store_root)
-    engine = Engine.connect()
+    engine = connect_engine()
     plan = compute(spec, lock, store)
     records = compile_records(plan, store)
     context = work / "context"
     write_context(plan, base_tag(spec, lock), records, store, context)
-    command = [engine.client] + (["buildx", "build", "--load"] if engine.buildx else ["build"])
+    command = [engine.client] + (["buildx", "build", "--load"] if engine.builder == "buildx" else ["build"])
     command += ["--network", "none", "-q", "-t", f"{spec.image}:docker-baseline", "--build-arg",
                 f"SOURCE_DATE_EPOCH={lock.source_date_epoch}"]
     for key, value in labels(plan).items():

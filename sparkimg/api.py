@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sparkimg.distribution.archive import Loaded, Saved
     from sparkimg.distribution.pull import Pulled
     from sparkimg.distribution.push import Pushed
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
     from sparkimg.formats.oci import ImageRecord
@@ -147,9 +147,9 @@ def load(spec_path: Path, report: Reporter = silent, store: Store | None = None)
 def engine(store: Store) -> Engine:
     """The engine, with the client chosen before remembered in the store (no probe while the
     client binaries are unchanged; the daemon is asked by the first operation)."""
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
 
-    return Engine.connect(remember=store.record_path("engine", "client"))
+    return connect_engine(remember=store.record_path("engine", "client"))
 
 
 # -- check, lock, fetch, plan ----------------------------------------------------------
@@ -701,7 +701,7 @@ def _cache_of(request: PrewarmRequest) -> Path:
 
 
 def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
     from sparkimg.image.bounds import Overrides, derive
     from sparkimg.prewarm import targets
 
@@ -712,7 +712,7 @@ def _prewarm_setup(request: PrewarmRequest) -> PrewarmSetup:
     if request.spec is not None and request.runner == "host":
         target = targets.on_host(targets.target_of_spec(load(request.spec)), request.image_id)
     else:
-        engine = Engine.connect()
+        engine = connect_engine()
         if request.spec is not None:
             target = targets.for_built_spec(load(request.spec), engine)
         elif request.receipt is not None:
@@ -863,7 +863,7 @@ class Cleaned:
 def clean(*, store: Path | None = None) -> Cleaned:
     """Remove what runs that died (kill -9) left: their containers, found by the owner label whose
     process is gone, and their leased work folders in the store (``Store`` sweeps those on open)."""
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
 
     the_store = _store(store)
-    return Cleaned(Engine.connect().reap_orphans(), the_store.swept + the_store.sweep())
+    return Cleaned(connect_engine().reap_orphans(), the_store.swept + the_store.sweep())

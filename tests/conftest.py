@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, six_wheel, unavailable, vllm_sdist
+from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, image_build, six_wheel, unavailable, vllm_sdist
 
 _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
@@ -24,11 +24,11 @@ _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
 
 @pytest.fixture(scope="session")
 def engine():  # type: ignore[no-untyped-def]
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
     from sparkimg.errors import EngineError
 
     try:
-        return Engine.connect()
+        return connect_engine()
     except EngineError as exc:
         unavailable(f"no Docker engine: {exc.message}")
 
@@ -77,7 +77,7 @@ def oldsix_base(engine, registry, demo_base, six_wheels, tmp_path_factory) -> st
         f"FROM {demo_base}\nCOPY w/ /w/\n"
         "RUN python3 -m pip install --break-system-packages --no-index --no-deps --disable-pip-version-check "
         "/w/*.whl && rm -rf /w\n")
-    engine.build(context, tags=[OLDSIX_BASE], labels={"dev.sparkimg.test": "oldsix-base"}, build_args={})
+    image_build(engine, context, tags=[OLDSIX_BASE], labels={"dev.sparkimg.test": "oldsix-base"})
     subprocess.run([engine.client, "push", "-q", OLDSIX_BASE], capture_output=True, text=True, check=True)
     return OLDSIX_BASE
 

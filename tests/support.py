@@ -182,3 +182,19 @@ def folder_entries(root: Path, *, directory: Any = lambda path: True) -> list[An
             else:
                 found.append(Entry(rel, "file", 0o755 if info.st_mode & 0o111 else 0o644, source=path))
     return found
+
+
+def image_build(engine: Any, context: Path, *, tags: list[str], labels: dict[str, str] | None = None) -> None:
+    """``docker build`` of ``context/Dockerfile`` with no network, for the images a test needs
+    (a base with an old wheel, a base re-pushed with a new digest); sparkimg itself never builds
+    with a Dockerfile. buildx where the client has it, else the BuildKit built into ``docker build``."""
+    args = [engine.client, *(["buildx", "build", "--load", "--provenance=false"] if engine.builder == "buildx"
+                             else ["build"]), "--network", "none", "--progress", "plain"]
+    for tag in tags:
+        args += ["--tag", tag]
+    for key, value in sorted((labels or {}).items()):
+        args += ["--label", f"{key}={value}"]
+    done = subprocess.run([*args, str(context)], capture_output=True, text=True, check=False,
+                          env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")

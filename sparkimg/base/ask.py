@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkimg.engine.docker import Engine, Mount, RunLimits
+from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.store.content import Store
 
 SCRIPTS = "/sparkimg/bin"  # the script, read-only

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkimg.base.ask import SCRIPTS, ask
-from sparkimg.engine.docker import Engine, RunLimits
+from sparkimg.engine.protocol import Engine, RunLimits
 from sparkimg.errors import BuildError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.store.content import Store

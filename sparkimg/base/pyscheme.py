@@ -14,7 +14,7 @@ import re
 
 from sparkimg.base.ask import ANSWERS, SCRIPTS, ask
 from sparkimg.base.schemes import QUERY, RECORDS, record_name, remembered
-from sparkimg.engine.docker import Engine, RunLimits
+from sparkimg.engine.protocol import Engine, RunLimits
 from sparkimg.errors import BuildError, UsageError
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.scheme import BaseScheme

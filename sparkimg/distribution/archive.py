@@ -34,8 +34,7 @@ from typing import Any
 from sparkimg._internal.fs.atomic import fsync_dir
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.distribution.attached import attachments
-from sparkimg.engine.docker import Engine
-from sparkimg.engine.podman import is_podman
+from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, LoadRefused, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci
@@ -234,7 +233,7 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
     previous = engine.inspect(name)
     existed = engine.inspect(config_digest) is not None  # under another name: never removed below
     have = set(chain_ids(previous.layers)) if previous is not None else set()
-    if is_podman(engine.client):  # podman takes no layer by chain: every layer goes in the archive it loads
+    if not engine.loads_by_chain:  # podman: every layer goes in the archive it loads
         have = set()
         if absent := [d for d in layers if d not in files]:
             raise LoadRefused(f"{path}: podman needs every layer in the file, and it leaves out {len(absent)} "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats import oci

@@ -18,11 +18,11 @@ def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[s
 
 
 def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
 
     checks = [_check("python", sys.version_info >= (3, 11), sys.version.split()[0])]
     try:
-        engine = Engine.connect()
+        engine = connect_engine()
         checks.append(_check("engine", True, f"client {engine.client} {engine.version}, "
                              f"engine {engine.server_version()}; images are written by sparkimg and "
                              "loaded, so no BuildKit or buildx is needed"))

@@ -1,9 +1,10 @@
-"""The one adapter between sparkimg and a container engine.
+"""Docker as sparkimg's container engine (``protocol.Engine``); ``podman.PodmanEngine`` is the
+same with podman's differences.
 
-Every engine operation goes through ``Engine``: short queries run the client binary (one
-helper, ``_call``), containers go through python-on-whales, imported only by the methods
-that start them so that connecting costs no pydantic models. Containers started here are
-always removed. Log lines are handed to a callback tagged with the layer and phase;
+Short queries run the client binary (one helper, ``_call``) or, where the client talks to a
+local daemon, its API socket; containers go through python-on-whales, imported only by the
+methods that start them so that connecting costs no pydantic models. Containers started here
+are always removed. Log lines are handed to a callback tagged with the layer and phase;
 rendering them is the CLI's job.
 
 Failures keep their meaning: an image the engine does not have is ``None``, an engine that
@@ -12,24 +13,17 @@ does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3)
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.fs.files import identity
 from sparkimg.engine import socket_api as engine_api
 from sparkimg.engine.ownership import LEASE, OWNER_LABEL, alive, lease, owner
-from sparkimg.engine.podman import is_podman, pull_flags, run_ulimits
-from sparkimg.errors import BuildError, EngineError
+from sparkimg.engine.protocol import ImageInfo, LogFn, Mount, RunLimits, RunResult, quiet
+from sparkimg.errors import EngineError
 from sparkimg.formats.canonical import loads
-
-LogFn = Callable[[str, str, str], None]  # (layer, phase, line)
 
 # A client without buildx but older than 23 has BuildKit built into `docker build`;
 # a newer one without the buildx plugin fails with DOCKER_BUILDKIT=1 (environment.md).
@@ -48,61 +42,15 @@ _ABSENT = ("no such image", "no such object", "image not known")
 _NOT_RUNNING_HINT = "start it (scripts/dev-up on a dev machine, or systemctl start docker)"
 
 
-def _quiet(layer: str, phase: str, line: str) -> None:
-    return None
+class DockerEngine:
+    """A Docker engine reached through one chosen client binary (``connect.connect`` chooses).
 
-
-@dataclass(frozen=True)
-class Mount:
-    """A bind mount; read-only unless ``writable``."""
-
-    source: Path
-    target: str
-    writable: bool = False
-
-    def volume(self) -> tuple[str, str, str]:
-        return (str(self.source), self.target, "rw" if self.writable else "ro")
-
-
-@dataclass(frozen=True)
-class RunLimits:
-    """cgroup bounds for one container; memory-swap equals memory (no swap)."""
-
-    memory: int
-    cpus: float | None = None
-    cpuset: str | None = None
-    pids: int = 4096
-    cgroup_parent: str | None = None
-
-
-@dataclass(frozen=True)
-class RunResult:
-    exit_code: int
-    oom_killed: bool
-
-
-@dataclass(frozen=True)
-class BuildOutput:
-    image_id: str
-    builder: str
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    """What one ``image inspect`` says about a local image."""
-
-    id: str  # the image ID (config digest)
-    labels: dict[str, str] = field(default_factory=dict)
-    repo_digests: tuple[str, ...] = ()  # repository@sha256:... names it was pulled or pushed as
-    layers: tuple[str, ...] = ()  # its diff_ids, base first (RootFS.Layers)
-
-
-class Engine:
-    """A Docker-compatible engine reached through one chosen client binary.
-
-    ``buildx`` is asked of the client only when something needs it (a build), unless
-    choosing the client needed it already; ``server`` is the daemon version ``connect`` saw.
+    ``buildx`` is asked of the client only when something needs it, unless choosing the client
+    needed it already; ``server`` is the daemon version ``connect`` saw.
     """
+
+    # Docker's classic store skips the layers of an archive whose chain it has already.
+    loads_by_chain = True
 
     def __init__(self, client: str, version: str, buildx: bool | None = None, *, server: str | None = None,
                  api_socket: str | None = None) -> None:
@@ -114,56 +62,12 @@ class Engine:
         self._docker: Any = None
 
     def __repr__(self) -> str:
-        return f"Engine(client={self.client!r}, version={self.version!r}, buildx={self._buildx!r})"
+        return f"{type(self).__name__}(client={self.client!r}, version={self.version!r}, buildx={self._buildx!r})"
 
-    @classmethod
-    def connect(cls, client: str | None = None, *, remember: Path | None = None) -> Engine:
-        """Pick a client that can build (buildx, or BuildKit built in) and check the engine runs.
-
-        One ``docker version`` per candidate gives the client version and whether the daemon
-        answers; ``buildx version`` runs here only where it decides the choice (an automatically
-        chosen client of version 23 or later, which cannot build without the plugin).
-        """
-        candidates = [client] if client else _candidates()
-        identity = _identity(candidates)
-        if remember is not None and (known := _remembered(remember, identity)) is not None:
-            return known
-        problems: list[str] = []
-        for candidate in candidates:
-            path = shutil.which(candidate) if candidate else None
-            if path is None:
-                problems.append(f"{candidate}: not found")
-                continue
-            podman = is_podman(path)
-            # podman (no daemon) prints one version; docker a client's and its daemon's.
-            args = [path, "version", "--format", "{{.Version}}|{{.Version}}" if podman else _VERSION_FORMAT]
-            try:
-                proc = _call(args)
-            except EngineError as exc:
-                problems.append(f"{path}: {exc.message}")
-                continue
-            version, _, server = proc.stdout.strip().partition("|")
-            down = proc.returncode != 0 and _says(proc.stderr, _DAEMON_DOWN)
-            if not version or (proc.returncode != 0 and not down):
-                problems.append(f"{path}: {_failed(args, proc)}")
-                continue
-            buildx: bool | None = None
-            major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
-            if major >= _BUILTIN_BUILDKIT_BEFORE and client is None and not podman:
-                buildx = _ok([path, "buildx", "version"])
-                if not buildx:
-                    problems.append(f"{path} {version}: no buildx plugin and no built-in BuildKit")
-                    continue
-            if down or not server:
-                raise _not_running(path)
-            engine = cls(path, version, buildx, server=server, api_socket=engine_api.api_socket(path))
-            if remember is not None:
-                _remember(remember, identity, engine)
-            return engine
-        raise EngineError(
-            "no usable Docker client: " + "; ".join(problems),
-            hint="install Docker with buildx, or set SPARKIMG_DOCKER to a client with BuildKit",
-        )
+    @property
+    def pulls_handoff(self) -> bool:
+        """A pull from sparkimg's loopback registry goes over the daemon's API socket."""
+        return self.api_socket is not None
 
     @property
     def buildx(self) -> bool:
@@ -240,7 +144,7 @@ class Engine:
         return info.labels
 
     def pull(self, reference: str) -> None:
-        _run([self.client, "pull", "-q", *pull_flags(self.client, reference), reference])
+        _run([self.client, "pull", "-q", reference])
 
     def tag(self, source: str, target: str) -> None:
         if self.api_socket is None:
@@ -261,16 +165,8 @@ class Engine:
 
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:
         """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull
-        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known, or
-        under podman (no daemon: its CLI pulls, told that the loopback registry speaks plain HTTP)."""
+        from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known."""
         from urllib.parse import urlencode
-
-        if self.api_socket is None and is_podman(self.client):
-            args = [self.client, "pull", "--quiet", *pull_flags(self.client, reference), reference]
-            proc = _call(args, timeout=timeout)
-            if proc.returncode != 0:
-                raise EngineError(_failed(args, proc))
-            return
 
         name, _, digest = reference.partition("@")
         query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
@@ -313,8 +209,6 @@ class Engine:
                 self.server = str(version) if isinstance(version, str) else None
             except (OSError, ValueError, AttributeError):
                 self.server = None
-        if self.server is None and is_podman(self.client):  # no daemon: the version is podman's own
-            self.server = "podman " + _run([self.client, "version", "--format", "{{.Client.Version}}"]).strip()
         if self.server is None:
             self.server = _run([self.client, "info", "--format", "{{.ServerVersion}}"]).strip()
         return self.server
@@ -331,7 +225,7 @@ class Engine:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         gpus: bool = False,
-        log: LogFn = _quiet,
+        log: LogFn = quiet,
         layer: str = "",
         phase: str = "run",
     ) -> RunResult:
@@ -358,16 +252,15 @@ class Engine:
                 "pull": "never",
                 "labels": {OWNER_LABEL: owner()},
             }
-            if ulimits := run_ulimits(self.client, limits.pids):
-                kwargs["ulimit"] = ulimits
             if limits.cpus is not None:
                 kwargs["cpus"] = limits.cpus
             if limits.cpuset is not None:
                 kwargs["cpuset_cpus"] = _cpu_list(limits.cpuset)
             if limits.cgroup_parent:
                 kwargs["cgroup_parent"] = limits.cgroup_parent
-            if gpus:  # podman reaches GPUs through CDI (nvidia-ctk cdi generate), not --gpus
-                kwargs.update({"devices": ["nvidia.com/gpu=all"]} if is_podman(self.client) else {"gpus": "all"})
+            if gpus:
+                kwargs.update(self._gpus())
+            kwargs.update(self._run_options(limits))
             try:
                 try:
                     container = docker.run(image, list(command), **kwargs)
@@ -381,6 +274,14 @@ class Engine:
                 return RunResult(exit_code, bool(state.oom_killed))
             finally:
                 _ok([self.client, "rm", "-f", name])
+
+    def _gpus(self) -> dict[str, Any]:
+        """How a container is given every GPU (python-on-whales ``run`` arguments)."""
+        return {"gpus": "all"}
+
+    def _run_options(self, limits: RunLimits) -> dict[str, Any]:
+        """What this engine adds to every bounded ``run`` (nothing, for Docker)."""
+        return {}
 
     def reap_orphans(self) -> list[str]:
         """Remove the containers of sparkimg runs on this host whose process is gone (a kill -9
@@ -405,57 +306,6 @@ class Engine:
         except DockerException:
             return
 
-    # -- builds --------------------------------------------------------------------
-
-    def build(
-        self,
-        context: Path,
-        *,
-        tags: Sequence[str],
-        labels: Mapping[str, str],
-        build_args: Mapping[str, str],
-        log: LogFn = _quiet,
-        layer: str = "image",
-    ) -> BuildOutput:
-        """Build ``context/Dockerfile`` with no network: buildx if present, else BuildKit."""
-        iidfile = context.parent / f".{context.name}.iid"
-        args = [self.client]
-        env = dict(os.environ)
-        builder = self.builder
-        if builder == "buildx":
-            args += ["buildx", "build", "--load", "--provenance=false"]
-        else:
-            args += ["build"]
-            env["DOCKER_BUILDKIT"] = "1"
-        args += ["--network", "none", "--iidfile", str(iidfile), "--progress", "plain"]
-        for tag in tags:
-            args += ["--tag", tag]
-        for key, value in sorted(labels.items()):
-            args += ["--label", f"{key}={value}"]
-        for key, value in sorted(build_args.items()):
-            args += ["--build-arg", f"{key}={value}"]
-        args.append(str(context))
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-        tail: list[str] = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail = [*tail[-40:], line]
-            log(layer, "assemble", line)
-        if proc.wait() != 0:
-            raise BuildError(f"image assembly failed ({builder}); last output:\n" + "\n".join(tail[-15:]))
-        image_id = iidfile.read_text().strip()
-        iidfile.unlink(missing_ok=True)
-        return BuildOutput(image_id, builder)
-
-
-
-
-
-
-
-
-
 def _image_info(text: str, what: str) -> ImageInfo:
     """An ``ImageInfo`` from the engine's JSON description of an image (the same from the client and the API;
     podman writes the ID without its ``sha256:``)."""
@@ -474,48 +324,6 @@ def _image_info(text: str, what: str) -> ImageInfo:
         raise EngineError(f"the container engine failed: {what} printed no image description: "
                           f"{text.strip()[:200]!r}",
                           hint="check the client works (`docker version`), or set SPARKIMG_DOCKER") from None
-
-
-def _identity(candidates: list[str]) -> list[list[Any]]:
-    """What a remembered choice of client depends on: each candidate binary, by path and stat."""
-    found: list[list[Any]] = []
-    for candidate in candidates:
-        path = shutil.which(candidate) if candidate else None
-        found.append([candidate, path, identity(Path(path)) if path else None])
-    return found
-
-
-def _remembered(path: Path, identity: list[list[Any]]) -> Engine | None:
-    """The client chosen before for the same candidate binaries; the daemon is asked by the first operation."""
-    try:
-        data = loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("identity") != identity:
-        return None
-    try:
-        client = str(data["client"])
-        return Engine(client, str(data["version"]), data.get("buildx"), api_socket=engine_api.api_socket(client))
-    except KeyError:
-        return None
-
-
-def _remember(path: Path, identity: list[list[Any]], engine: Engine) -> None:
-    from sparkimg._internal.fs.atomic import write_atomic
-
-    try:
-        write_atomic(path, json.dumps({"identity": identity, "client": engine.client, "version": engine.version,
-                                       "buildx": engine._buildx}).encode())
-    except OSError:
-        return  # a cache that cannot be written is only slower
-
-
-def _candidates() -> list[str]:
-    chosen = os.environ.get("SPARKIMG_DOCKER")
-    if chosen:
-        return [chosen]
-    found = [shutil.which(name) for name in ("docker", "/usr/bin/docker", "podman")]
-    return list(dict.fromkeys(path for path in found if path))
 
 
 def _cpu_list(cpuset: str) -> list[int]:

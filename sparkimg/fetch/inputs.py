@@ -15,7 +15,7 @@ from sparkimg.source.retrieve import fetch_source
 from sparkimg.store.content import Store
 
 if TYPE_CHECKING:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
     from sparkimg.formats.oci import BaseImage
     from sparkimg.lock.resolve import Lock
     from sparkimg.spec import Spec

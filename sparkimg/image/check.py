@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.fs.hashing import sha256_of
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.events import Event, Phase, Reporter
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of

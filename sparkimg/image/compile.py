@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.units import format_size
-from sparkimg.engine.docker import Engine, Mount, RunLimits
+from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import AuditError, BuildError, LockError, OOMError
 from sparkimg.events import Event, Kind, Phase, Reporter
 from sparkimg.formats.canonical import loads

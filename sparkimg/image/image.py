@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.oci import BaseImage, ImageRecord
 from sparkimg.formats.record import LayerRecord

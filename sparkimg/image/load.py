@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkimg.engine.docker import Engine, ImageInfo
-from sparkimg.engine.podman import is_podman
+from sparkimg.engine.protocol import Engine, ImageInfo
 from sparkimg.errors import BuildError, EngineError
 from sparkimg.events import Event, Kind, Phase, Reporter
 from sparkimg.formats import oci
@@ -51,7 +50,7 @@ def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseIm
          known: Iterable[str], report: Reporter) -> Loaded:
     """Load ``record`` into the engine as ``tag``; ``known`` names images the engine may have whose
     layers need not be sent."""
-    if engine.api_socket is not None or is_podman(engine.client):
+    if engine.pulls_handoff:
         try:
             return _handoff(engine, store, record, base, tag, report)
         except (EngineError, OSError) as exc:

@@ -28,7 +28,7 @@ from sparkimg._internal.locations import KEY_ENV, signing_key_path
 from sparkimg.engine import socket_api as engine_api
 
 if TYPE_CHECKING:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
     from sparkimg.image.image import BuildResult
     from sparkimg.lock.resolve import Lock
     from sparkimg.spec import Spec

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.fs.atomic import write_atomic
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.formats.nightly import Entry

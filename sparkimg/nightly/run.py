@@ -35,7 +35,7 @@ from sparkimg.store.roots import ROOTS, remember_nightly, root_name
 
 if TYPE_CHECKING:
     from sparkimg.distribution.push import Pushed
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
     from sparkimg.image.bounds import Overrides
     from sparkimg.lock.resolve import Lock
     from sparkimg.store.content import Store

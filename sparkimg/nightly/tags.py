@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.spec import Spec
 

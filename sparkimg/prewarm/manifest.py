@@ -11,7 +11,7 @@ from typing import Any
 
 from sparkimg import __version__
 from sparkimg._internal.times import rfc3339
-from sparkimg.engine.docker import Mount
+from sparkimg.engine.protocol import Mount
 from sparkimg.formats.canonical import canonical
 from sparkimg.formats.prewarm_manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
 from sparkimg.signing import dsse

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkimg._internal.units import format_size
-from sparkimg.engine.docker import Engine, Mount, RunLimits
+from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import OOMError, UsageError
 from sparkimg.image.bounds import Budget
 

@@ -21,7 +21,7 @@ from sparkimg.spec import Arch, KernelSet, Spec
 from sparkimg.spec.kernel_label import LABEL, KernelLabel
 
 if TYPE_CHECKING:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
 
 @dataclass(frozen=True)
 class Target:

@@ -27,7 +27,7 @@ from sparkimg.prewarm.worker import EVENT, JOURNAL
 from sparkimg.signing.keys import PrivateKey
 
 if TYPE_CHECKING:
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.protocol import Engine
     from sparkimg.image.bounds import Overrides
     from sparkimg.image.image import BuildResult
     from sparkimg.spec import Spec

@@ -321,10 +321,10 @@ def store_checks(store: Store, statement: Statement) -> list[Check]:
 def local_image_of(reference: str) -> tuple[str, dict[str, str]] | None:
     """(image ID, labels) from the local engine, or None when it is absent or there is no engine
     to ask (then the registry answers); an engine that connects and then fails is an error."""
-    from sparkimg.engine.docker import Engine
+    from sparkimg.engine.connect import connect as connect_engine
 
     try:
-        engine = Engine.connect()
+        engine = connect_engine()
     except EngineError:
         return None
     info = engine.inspect(reference)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.events import Collected, Kind, Phase
 from sparkimg.image.bounds import Overrides
 from sparkimg.image.image import build

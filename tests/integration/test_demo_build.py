@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 
 from .helpers import cached, cli, copy_demo
 
@@ -143,7 +143,7 @@ def test_json_logs_print_one_object_per_event(
 
 
 def test_the_api_socket_and_the_client_see_the_same_image(engine: Engine, demo_base: str) -> None:
-    from sparkimg.engine.docker import Engine as EngineClass
+    from sparkimg.engine.docker import DockerEngine as EngineClass
 
     assert engine.api_socket is not None  # the dev engine listens on its default socket
     via_client = EngineClass(engine.client, engine.version).inspect(demo_base)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from tests.support import REPO
 
 from .helpers import BuiltSpec, cli, flashinfer_base

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from tests.formats import spec_header
 
 from .helpers import WHEEL, cli, spec_text

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.errors import ResolveError
 from sparkimg.formats.lockfile import GitPin
 from sparkimg.lock import resolve as lock_mod

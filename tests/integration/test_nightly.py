@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 import requests
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from tests.formats import spec_header
+from tests.support import image_build
 
 from .helpers import cli
 
@@ -147,7 +148,7 @@ def _push_base(engine: Engine, demo_base: str, reference: str, n: int, tmp_path:
     context = tmp_path / f"base-{n}"
     context.mkdir()
     (context / "Dockerfile").write_text(f"FROM {demo_base}\nLABEL dev.sparkimg.test.night={n}\n")
-    engine.build(context, tags=[reference], labels={"dev.sparkimg.test": "nightly-base"}, build_args={})
+    image_build(engine, context, tags=[reference], labels={"dev.sparkimg.test": "nightly-base"})
     subprocess.run([engine.client, "push", "-q", reference], capture_output=True, text=True, check=True)
     return _served(reference.split("/", 1)[1].rsplit(":", 1)[0], reference.rsplit(":", 1)[1])
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 
 from .helpers import cli, copy_demo, flashinfer_base, own_podman_storage
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 
 from .helpers import cli, copy_demo, flashinfer_base
 

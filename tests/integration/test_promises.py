@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 
 from .helpers import cached, cli, copy_demo
 

@@ -12,7 +12,7 @@ import pytest
 
 from sparkimg._internal.net.registry import ImageRef, RegistryClient
 from sparkimg.distribution.push import attach, put_manifest
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.store.content import Store

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from tests.support import REGISTRY
 
 from .helpers import cli, copy_demo

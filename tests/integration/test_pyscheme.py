@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from sparkimg.base.pyscheme import base_scheme
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.image.wheels import install_wheels
 from sparkimg.store.content import Store
-from tests.support import write_installed
+from tests.support import image_build, write_installed
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ def test_the_base_scheme_finds_the_old_six_and_the_new_one_replaces_it(
     (context / "Dockerfile").write_text(
         f"FROM {oldsix_base}\nRUN rm -rf {' '.join(sorted(removed))}\nCOPY stage/ /\n")
     tag = f"sparkimg-test/six-staged:{uuid.uuid4().hex[:12]}"
-    engine.build(context, tags=[tag], labels={}, build_args={})
+    image_build(engine, context, tags=[tag])
     try:
         probe = ("import importlib.metadata as m, six; "
                  "print(six.__version__, sorted(d.version for d in m.distributions() if d.metadata['Name'] == 'six'), "

@@ -20,7 +20,7 @@ from securesystemslib.dsse import Envelope as SslEnvelope
 from securesystemslib.signer import SSlibKey
 
 from sparkimg.cli import main
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.formats.canonical import canonical
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import load_private, load_public

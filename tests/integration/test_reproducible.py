@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from tests.support import SIX_WHEELS
 
 from .helpers import HEADER, cli, copy_demo, spec_text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.fetch.inputs import fetch
 from sparkimg.formats.record import LayerRecord
 from sparkimg.image import wheelzip

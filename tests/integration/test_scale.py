@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of
 

@@ -22,7 +22,7 @@ import pytest
 from sparkimg.store.content import Store
 from tests.formats import vllm_sdist_body
 from tests.integration.helpers import HEADER, cli
-from tests.support import REPO, VLLM_SDIST
+from tests.support import REPO, VLLM_SDIST, image_build
 
 PATCH = "patches/vllm-gb10-archs/cuda13-sm121.patch"
 
@@ -160,7 +160,7 @@ def cuda_base(engine, registry: str, demo_base: str, tmp_path_factory: pytest.Te
     context = tmp_path_factory.mktemp("cuda-base")
     shutil.copy(nvcc, context / "nvcc")
     (context / "Dockerfile").write_text(f"FROM {demo_base}\nCOPY nvcc /usr/local/cuda/bin/nvcc\n")
-    engine.build(context, tags=[CUDA_BASE], labels={"dev.sparkimg.test": "cuda-base"}, build_args={})
+    image_build(engine, context, tags=[CUDA_BASE], labels={"dev.sparkimg.test": "cuda-base"})
     subprocess.run([engine.client, "push", "-q", CUDA_BASE], capture_output=True, text=True, check=True)
     return CUDA_BASE
 

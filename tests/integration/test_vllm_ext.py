@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.store.content import Store
 from tests.support import REPO
 

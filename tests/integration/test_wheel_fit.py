@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.base.schemes import QUERY, RECORDS, record_name
-from sparkimg.engine.docker import Engine
+from sparkimg.engine.protocol import Engine
 from sparkimg.formats.scheme import BaseScheme
 from sparkimg.store.content import Store
 

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkimg.engine import docker as engine_mod
+from sparkimg.engine import connect as connect_mod
 from sparkimg.engine import socket_api as engine_api
-from sparkimg.engine.docker import Engine, ImageInfo
+from sparkimg.engine.connect import connect as connect_engine
+from sparkimg.engine.docker import DockerEngine
+from sparkimg.engine.protocol import ImageInfo
 from sparkimg.errors import EngineError
 from tests.support import FakeEngineApi
 
@@ -71,8 +73,8 @@ def calls(script: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def engine_for(script: Path) -> Engine:
-    return Engine(client=str(script), version="28.2.2", buildx=True)
+def engine_for(script: Path) -> DockerEngine:
+    return DockerEngine(client=str(script), version="28.2.2", buildx=True)
 
 
 @pytest.mark.parametrize("absent", sorted(ABSENT.values()))
@@ -106,7 +108,7 @@ def test_failing_engine_is_an_error_that_says_so(tmp_path: Path) -> None:
 
 def test_missing_client_binary_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(EngineError) as info:
-        Engine(client=str(tmp_path / "gone"), version="28.2.2").image_id("present")
+        DockerEngine(client=str(tmp_path / "gone"), version="28.2.2").image_id("present")
     assert info.value.exit_code == 3
 
 
@@ -129,29 +131,29 @@ def test_image_without_labels(tmp_path: Path) -> None:
 
 def test_connect_checks_version_and_daemon_in_one_call(tmp_path: Path) -> None:
     script = fake_docker(tmp_path)
-    engine = Engine.connect(client=str(script))
+    engine = connect_engine(client=str(script))
     assert (engine.client, engine.version, engine.server_version()) == (str(script), "28.2.2", "28.2.2")
     assert calls(script) == ["version --format {{.Client.Version}}|{{.Server.Version}}"]
-    assert engine.buildx and engine.buildx  # asked once, when first needed
+    assert isinstance(engine, DockerEngine) and engine.buildx and engine.buildx  # asked once, when first needed
     assert calls(script)[1:] == ["buildx version"]
 
 
 def test_connect_to_a_stopped_engine(tmp_path: Path) -> None:
     with pytest.raises(EngineError) as info:
-        Engine.connect(client=str(fake_docker(tmp_path, state="stopped")))
+        connect_engine(client=str(fake_docker(tmp_path, state="stopped")))
     assert info.value.exit_code == 3
     assert info.value.message.startswith("the Docker engine is not running (client ")
 
 
 def test_connect_with_a_broken_client(tmp_path: Path) -> None:
     with pytest.raises(EngineError) as info:
-        Engine.connect(client=str(fake_docker(tmp_path, state="broken")))
+        connect_engine(client=str(fake_docker(tmp_path, state="broken")))
     assert info.value.message.startswith("no usable Docker client: ") and "shared libraries" in info.value.message
 
 
 def test_connect_with_a_missing_client(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match=r"no usable Docker client: .*gone: not found"):
-        Engine.connect(client=str(tmp_path / "gone"))
+        connect_engine(client=str(tmp_path / "gone"))
 
 
 @pytest.mark.parametrize("state", ["running", "stopped"])
@@ -161,31 +163,31 @@ def test_connect_skips_a_new_client_without_buildx(tmp_path: Path, monkeypatch: 
     BuildKit built in. The same client is chosen whether or not the engine runs."""
     new = fake_docker(tmp_path, version="28.2.2", buildx=False, state=state, name="docker28")
     old = fake_docker(tmp_path, version="20.10.24", buildx=False, state=state, name="docker20")
-    monkeypatch.setattr(engine_mod, "_candidates", lambda: [str(new), str(old)])
+    monkeypatch.setattr(connect_mod, "_candidates", lambda: [str(new), str(old)])
     if state == "stopped":
         with pytest.raises(EngineError, match=f"not running \\(client {old}\\)"):
-            Engine.connect()
+            connect_engine()
         return
-    engine = Engine.connect()
-    assert engine.client == str(old) and not engine.buildx
+    engine = connect_engine()
+    assert engine.client == str(old) and isinstance(engine, DockerEngine) and not engine.buildx
     assert calls(new)[1:] == ["buildx version"]
 
 
 def test_connect_refuses_a_new_client_without_buildx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPARKIMG_DOCKER", str(fake_docker(tmp_path, buildx=False)))
     with pytest.raises(EngineError, match="no buildx plugin and no built-in BuildKit"):
-        Engine.connect()
+        connect_engine()
 
 
 def test_an_explicit_client_is_taken_without_asking_for_buildx(tmp_path: Path) -> None:
     script = fake_docker(tmp_path, buildx=False)
-    engine = Engine.connect(client=str(script))
-    assert len(calls(script)) == 1 and engine.buildx is False
+    engine = connect_engine(client=str(script))
+    assert len(calls(script)) == 1 and isinstance(engine, DockerEngine) and engine.buildx is False
 
 
 def test_connect_imports_no_container_library(tmp_path: Path) -> None:
     script = fake_docker(tmp_path)
-    probe = (f"import sys; from sparkimg.engine.docker import Engine; Engine.connect(client={str(script)!r}); "
+    probe = (f"import sys; from sparkimg.engine.connect import connect; connect(client={str(script)!r}); "
              "print('python_on_whales' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
@@ -195,8 +197,9 @@ def test_importing_the_library_loads_no_heavy_dependency() -> None:
     """requests, cryptography, python-on-whales and rich are imported where they are used, so that
     commands that do not download, sign, run a container or draw a table do not pay for them."""
     heavy = ("requests", "cryptography", "python_on_whales", "pydantic", "rich")
-    probe = ("import sys, sparkimg.engine.docker, sparkimg.fetch.inputs, sparkimg.lock.resolve, sparkimg.signing.keys, "
-             "sparkimg.api, sparkimg.cli.commands, sparkimg.image.image, sparkimg.receipts.emit; "
+    probe = ("import sys, sparkimg.engine.connect, sparkimg.fetch.inputs, sparkimg.lock.resolve, "
+             "sparkimg.signing.keys, sparkimg.api, sparkimg.cli.commands, sparkimg.image.image, "
+             "sparkimg.receipts.emit; "
              f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
@@ -209,9 +212,9 @@ def test_inspect_over_the_api_socket_answers_like_the_client(tmp_path: Path) -> 
     socket_path = tmp_path / "docker.sock"
     api = FakeEngineApi(socket_path, IMAGE)
     try:
-        engine = Engine(client=str(fake_docker(tmp_path)), version="28.2.2", api_socket=str(socket_path))
+        engine = DockerEngine(client=str(fake_docker(tmp_path)), version="28.2.2", api_socket=str(socket_path))
         via_api = engine.inspect("present")
-        assert via_api == Engine(client=engine.client, version="28.2.2").inspect("present")
+        assert via_api == DockerEngine(client=engine.client, version="28.2.2").inspect("present")
         assert engine.inspect("absent") is None
     finally:
         api.close()
@@ -219,7 +222,7 @@ def test_inspect_over_the_api_socket_answers_like_the_client(tmp_path: Path) -> 
 
 
 def test_api_socket_gone_is_an_engine_that_is_not_running(tmp_path: Path) -> None:
-    engine = Engine(client="docker", version="28.2.2", api_socket=str(tmp_path / "gone.sock"))
+    engine = DockerEngine(client="docker", version="28.2.2", api_socket=str(tmp_path / "gone.sock"))
     with pytest.raises(EngineError, match="not running") as caught:
         engine.inspect("present")
     assert caught.value.exit_code == 3
@@ -230,7 +233,7 @@ def test_api_socket_error_is_an_engine_failure(tmp_path: Path) -> None:
     api = FakeEngineApi(socket_path, IMAGE, status=500)
     try:
         with pytest.raises(EngineError, match="answered 500"):
-            Engine(client="docker", version="28.2.2", api_socket=str(socket_path)).inspect("present")
+            DockerEngine(client="docker", version="28.2.2", api_socket=str(socket_path)).inspect("present")
     finally:
         api.close()
 
@@ -260,12 +263,12 @@ def test_the_api_socket_is_used_only_where_the_client_would_use_it(tmp_path: Pat
 def test_a_remembered_client_is_not_probed_again_until_the_binary_changes(tmp_path: Path) -> None:
     script = fake_docker(tmp_path)
     remember = tmp_path / "engine.json"
-    first = Engine.connect(client=str(script), remember=remember)
+    first = connect_engine(client=str(script), remember=remember)
     probes = len(calls(script))
-    again = Engine.connect(client=str(script), remember=remember)
+    again = connect_engine(client=str(script), remember=remember)
     assert (again.client, again.version) == (first.client, first.version) and len(calls(script)) == probes
     script.write_text(script.read_text() + "\n")  # another binary at the same path
-    Engine.connect(client=str(script), remember=remember)
+    connect_engine(client=str(script), remember=remember)
     assert len(calls(script)) > probes
 
 

@@ -21,7 +21,7 @@ import pytest
 from sparkimg.base import _scheme_query as query
 from sparkimg.base.pyscheme import base_scheme
 from sparkimg.base.schemes import RECORDS, record_name
-from sparkimg.engine.docker import RunResult
+from sparkimg.engine.protocol import RunResult
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import BaseScheme, InstalledDist
 from sparkimg.image import layer as layer_mod
