@@ -98,7 +98,7 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     from sparkimg.store.content import Store
 
     spec = load_spec(spec_path)
-    lock = lock_mod.load(spec)
+    lock = lock_mod.load_lock(spec)
     store = Store(store_root)
     engine = connect_engine()
     plan = compute(spec, lock, store)

@@ -111,6 +111,26 @@ def save_built(record: oci.ImageRecord, store: Store, receipt: Path, image: str,
                 without_base=without_base, sbom=attached.sbom, report=report)
 
 
+def save_receipted(receipt: Path, store: Store, target: Path, *, tag: str | None = None, without_base: bool = False,
+                   report: Reporter = silent) -> Saved:
+    """Save the image the receipt at ``receipt`` names, from the store (``save_built``)."""
+    from sparkimg.image.assemble import image_record
+    from sparkimg.receipts.verify import receipt_facts
+
+    if not receipt.is_file():
+        raise UsageError(f"{receipt}: no receipt there; the archive carries one",
+                         hint="pass the receipt `sparkimg build` wrote, or the SPEC")
+    found = receipt_facts(receipt)
+    key = str(found.get("image.key") or "")
+    record = image_record(store, key) if key else None
+    if record is None:
+        raise UsageError(f"{receipt}: the store has no image for key {key[:16] or '?'}",
+                         hint="build it into this store first: `sparkimg build SPEC`, with the spec and lock the "
+                         "receipt was built from")
+    return save_built(record, store, receipt, str(found.get("image.reference") or ""), target, tag=tag,
+                      without_base=without_base, report=report)
+
+
 def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
          name: str, target: Path, *, without_base: bool = False, sbom: bytes | None = None,
          report: Reporter = silent) -> Saved:
@@ -183,7 +203,7 @@ class Loaded:
                 "sent_layers": self.sent, "checks": list(self.checks)}
 
 
-def load(path: Path, key: PublicKey, engine: Engine, store: Store, *, recipe: Path | None = None,
+def load_archive(path: Path, key: PublicKey, engine: Engine, store: Store, *, recipe: Path | None = None,
          tag: str | None = None, receipt_out: Path | None = None, report: Reporter = silent) -> Loaded:
     """Verify the receipt in the archive at ``path``, then load the image and tag it (``tag``, else
     the name the archive gives)."""

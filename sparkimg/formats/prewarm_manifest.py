@@ -147,6 +147,6 @@ def _shape_problem(data: Any) -> str | None:
     return None
 
 
-def load(payload: bytes, where: str) -> PrewarmManifest:
+def parse_manifest(payload: bytes, where: str) -> PrewarmManifest:
     """A manifest from an envelope payload; every shape problem names ``where``."""
     return PrewarmManifest.from_json(parse_payload(payload, where), where)

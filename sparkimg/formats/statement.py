@@ -198,7 +198,7 @@ def _digest_set(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
-def load(payload: bytes, where: str) -> Statement:
+def parse_statement(payload: bytes, where: str) -> Statement:
     """A receipt statement from an envelope's payload; bad input names ``where``. Call it
     only after the signature is checked (or when the caller says it was not)."""
     return Statement.from_json(parse_payload(payload, where), where)

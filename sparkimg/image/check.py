@@ -89,7 +89,7 @@ class CheckReport:
                 "differing": [c.what for c in self.compared if not c.same], "scratch": "empty store, no cache"}
 
 
-def rebuild_and_compare(plan: Plan, records: dict[str, LayerRecord], first: oci.ImageRecord, store: Store,
+def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: oci.ImageRecord, store: Store,
                         engine: Engine, base_tag: str, overrides: Overrides, report: Reporter) -> CheckReport:
     """Build ``plan`` again in a scratch store and compare with ``first`` (and ``records``)."""
     import time
@@ -139,7 +139,7 @@ def _copy_inputs(plan: Plan, blobs: Mapping[str, str], patch_blobs: Mapping[str,
             scratch.put_file(store.blob(digest), expected=digest)
 
 
-def _compare(plan: Plan, records: dict[str, LayerRecord], second_records: dict[str, LayerRecord],
+def _compare(plan: Plan, records: Mapping[str, LayerRecord], second_records: Mapping[str, LayerRecord],
              first: oci.ImageRecord, second: oci.ImageRecord, store: Store,
              scratch: Store) -> tuple[list[Compared], list[Difference]]:
     compared = [Compared("image manifest", first.manifest_digest, second.manifest_digest),

@@ -13,6 +13,7 @@ push, save and ``build --check`` read the store, never the engine.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,34 +25,35 @@ from sparkimg.formats.scheme import BaseScheme
 from sparkimg.image.bounds import Overrides, derive
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.lock.resolve import Lock
-from sparkimg.plan.keys import KEY_LABEL, Plan, compute, image_key, image_ref, is_built, layer_record, remember
+from sparkimg.plan.keys import KEY_LABEL, Keyed, Plan, compute, image_ref, is_built, layer_keys, layer_record, remember
 from sparkimg.spec import CompileLayer, Spec
 from sparkimg.store.content import Store
 
 BUILDER = "sparkimg-oci"  # what assembles the image: sparkimg itself, no Dockerfile
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildResult:
+    """What the build stage made (or found made): the plan, the image in the engine and in the
+    store, which layers it built and their records. Made once; the check, prewarm, SBOM and
+    receipt that follow are told beside it (``pipeline.build.Built``)."""
+
     plan: Plan
     image_ref: str
     image_id: str | None
-    built: list[str] = field(default_factory=list)
-    records: dict[str, LayerRecord] = field(default_factory=dict)
+    built: tuple[str, ...] = ()
+    records: Mapping[str, LayerRecord] = field(default_factory=dict)
     builder: str | None = None
     started: float = 0.0
     finished: float = 0.0
-    blobs: dict[str, str] = field(default_factory=dict)
-    engine: dict[str, str | None] = field(default_factory=dict)
-    receipt: str | None = None
+    blobs: Mapping[str, str] = field(default_factory=dict)
+    engine: Mapping[str, str | None] = field(default_factory=dict)
     oci: ImageRecord | None = None
-    check: dict[str, Any] | None = None  # what ``build --check`` found, recorded in the receipt
     loaded: bool = False  # nothing built: the store's image handed to an engine that had lost it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "image": {"reference": self.image_ref, "id": self.image_id},
-            "receipt": self.receipt,
             "loaded_from_store": self.loaded,
             "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
                                                   "config": self.oci.config_digest,
@@ -119,20 +121,26 @@ def build(
     overrides: Overrides | None = None,
     *,
     report: Reporter = silent,
+    keyed: tuple[Keyed, ...] | None = None,
 ) -> BuildResult:
+    """Build the image of ``spec`` and ``lock`` (``keyed``: its layers' keys, when the caller has
+    them already), compiling only what is not in the store; nothing at all when the store holds
+    its record and the engine that very image."""
     started = time.time()
     overrides = overrides or Overrides()
     lock_mod.check(spec, lock, store)
-    key = image_key(spec, lock)
+    keyed = keyed or layer_keys(spec, lock)
+    key = keyed[-1].key
     state = image_state(store, engine, spec, key)
     if state.built:
         # Every layer is in the image already; none is rebuilt and the engine builds nothing.
-        plan = compute(spec, lock, store, image_built=True).all_cached()
+        plan = compute(spec, lock, store, image_built=True, keyed=keyed).all_cached()
         return BuildResult(plan, plan.image_ref, state.engine_id, records=compile_records(plan, store),
                            started=started, finished=time.time(), engine={"client": engine.version},
                            oci=state.record)
     if state.record is not None:
-        return _load_again(spec, lock, store, engine, state.record, started, report)
+        return _load_again(compute(spec, lock, store, image_built=True, keyed=keyed).all_cached(), store, engine,
+                           state.record, started, report)
     if state.engine_id is not None:
         report(Event(Phase.ASSEMBLE, f"{image_ref(spec, key)}: the engine holds it but the store "
                      f"({store.root}) has no record of it; building the store's record again", "image", Kind.LOG))
@@ -140,7 +148,7 @@ def build(
     from sparkimg.fetch.inputs import fetch
     from sparkimg.image.assemble import image_record
 
-    plan = compute(spec, lock, store)
+    plan = compute(spec, lock, store, keyed=keyed)
     fetched = fetch(spec, lock, store, engine, report=report)
     # vLLM's own architecture selection, before any compile starts (answered from the store when
     # asked before): a collapse fails here in a second instead of at the audit hours later.
@@ -191,7 +199,7 @@ def build(
         replace(layer, cached=True) if layer.kind != "wheel" and layer.name not in built else layer
         for layer in plan.layers))
     remember(plan, store)
-    return BuildResult(plan, plan.image_ref, image_id, built, records, builder, started, time.time(),
+    return BuildResult(plan, plan.image_ref, image_id, tuple(built), records, builder, started, time.time(),
                        blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record)
 
 
@@ -220,7 +228,7 @@ def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, en
     """The engine's ID of ``record`` under the plan's tag: loaded from the store unless the engine
     holds that very image already (the store's record was made again for an image it kept)."""
     from sparkimg.fetch.inputs import base_image
-    from sparkimg.image.load import load
+    from sparkimg.image.load import load_image
 
     held = built_image(engine, plan.spec, plan.image.key)
     if held is not None and _matching(record, held) is not None:
@@ -229,16 +237,16 @@ def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, en
     previous = (store.read_record("state", plan.spec.name) or {}).get("image")
     known = [base_tag] + ([previous] if isinstance(previous, str) else [])
     base = base or base_image(plan.lock, store, report=report)
-    return load(engine, store, record, base, plan.image_ref, known, report).image_id
+    return load_image(engine, store, record, base, plan.image_ref, known, report).image_id
 
 
-def _load_again(spec: Spec, lock: Lock, store: Store, engine: Engine, record: ImageRecord, started: float,
+def _load_again(plan: Plan, store: Store, engine: Engine, record: ImageRecord, started: float,
                 report: Reporter) -> BuildResult:
     """The store holds the image and the engine does not (removed, pruned, a fresh node): hand the
     store's record to the engine again; nothing is compiled or assembled."""
     from sparkimg.fetch.inputs import fetch
 
-    plan = compute(spec, lock, store, image_built=True).all_cached()
+    spec, lock = plan.spec, plan.lock
     report(Event(Phase.ASSEMBLE, f"{plan.image_ref}: in the store, not in the engine; loading it again, "
                  "nothing built", "image"))
     fetched = fetch(spec, lock, store, engine, report=report)

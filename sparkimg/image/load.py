@@ -46,7 +46,7 @@ def chain_ids(diff_ids: Sequence[str]) -> list[str]:
     return chains
 
 
-def load(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
+def load_image(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.BaseImage, tag: str,
          known: Iterable[str], report: Reporter) -> Loaded:
     """Load ``record`` into the engine as ``tag``; ``known`` names images the engine may have whose
     layers need not be sent."""

@@ -187,7 +187,7 @@ def write(spec: Spec, model: LockFile) -> Lock:
     return Lock(model, sha256_prefixed(raw), path)
 
 
-def load(spec: Spec, path: Path | None = None) -> Lock:
+def load_lock(spec: Spec, path: Path | None = None) -> Lock:
     path = path or lock_path(spec)
     try:
         raw = read_input(path, 64 * MiB, hint="re-create it with `sparkimg lock`")
@@ -210,13 +210,13 @@ def candidate_path(spec: Spec) -> Path:
 def load_candidate(spec: Spec, path: Path) -> Lock:
     """The lock at ``path``, named as the spec's own lock (``lock_path``), which it becomes, byte for
     byte, when promoted: a receipt names the lock file by that name and by the digest of these bytes."""
-    loaded = load(spec, path)
+    loaded = load_lock(spec, path)
     return Lock(loaded.model, loaded.digest, lock_path(spec))
 
 
 def load_checked(spec: Spec, store: Store | None = None) -> Lock:
     """The spec's lock, loaded and checked against the spec and the disk (``check``)."""
-    lock = load(spec)
+    lock = load_lock(spec)
     check(spec, lock, store)
     return lock
 

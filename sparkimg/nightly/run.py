@@ -29,6 +29,8 @@ from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCos
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
+from sparkimg.pipeline.build import BuildOptions, Built, build
+from sparkimg.pipeline.context import engine_of, spec_of
 from sparkimg.spec import CompileLayer, Spec
 from sparkimg.store.gc import collect
 from sparkimg.store.roots import ROOTS, remember_nightly, root_name
@@ -103,23 +105,13 @@ class _Progress:
     stage: str = "resolve"  # the stage under way: where an unforeseen error is recorded
 
 
-@dataclass(frozen=True)
-class Pipeline:
-    """The pipeline the night drives, handed in by ``sparkimg.api`` (which imports this module):
-    ``load`` a spec, ``build`` it from a lock file (returning ``api.Built``), the ``engine``."""
-
-    load: Callable[[Path, Reporter], Spec]
-    build: Callable[[Path, Options, Reporter], Any]
-    engine: Callable[[], Engine]
-
-
-def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, report: Reporter = silent) -> Night:
+def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = silent) -> Night:
     """The night for ``spec_path``. Bad input (spec, key, target, a busy state folder) raises before
     the night starts; anything that fails after is recorded as a failed night (exit 1)."""
     from sparkimg.distribution.push import target_of
     from sparkimg.signing.keys import load_private
 
-    spec = pipeline.load(spec_path, report)
+    spec = spec_of(spec_path, report)
     chosen = signing_key_path(options.key)
     if chosen is None:
         raise UsageError("sparkimg nightly signs every receipt: pass --key or set SPARKIMG_KEY",
@@ -147,7 +139,7 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
         progress = _Progress()
         status, stage, error = "built", None, None
         try:
-            status = _night(spec, options, pipeline, state, entry_id, store, progress, tell, said)
+            status = _night(spec, options, state, entry_id, store, progress, tell, said)
         except _Failed as failed:
             status, stage, error = "failed", failed.stage, failed.error
             tell(Event(Phase.NIGHTLY, f"nightly failed at {stage}: {error}", kind=Kind.WARNING))
@@ -172,7 +164,7 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
             state.set_current(entry_id)  # after the entry: a pointer never names a missing entry
         if options.keep is not None:
             try:
-                _prune(state, options.keep, pipeline, store, spec.path, tell)
+                _prune(state, options.keep, lambda: engine_of(store), store, spec.path, tell)
             except (SparkimgError, OSError) as exc:  # the night is recorded; pruning waits for the next
                 why = exc.message if isinstance(exc, SparkimgError) else str(exc)
                 tell(Event(Phase.NIGHTLY, f"prune: {why}; nothing more was removed", kind=Kind.WARNING))
@@ -182,7 +174,8 @@ def run(spec_path: Path, options: Options, pipeline: Pipeline, *, store: Store, 
     return night
 
 
-def _prune(state: State, keep: int, pipeline: Pipeline, store: Store, spec_path: Path, tell: Reporter) -> None:
+def _prune(state: State, keep: int, connect: Callable[[], Engine], store: Store, spec_path: Path,
+           tell: Reporter) -> None:
     """Drop the nights past ``keep`` (``State.prune``), their receipts, and untag, in the engine,
     each image only those nights named: the layers of an image nothing names are then the
     engine's to free; then collect the store's garbage (``store.gc``), so what only those nights
@@ -195,7 +188,7 @@ def _prune(state: State, keep: int, pipeline: Pipeline, store: Store, spec_path:
     orphans = sorted({e.image.reference for e in removed if e.image is not None} - named)
     untagged = 0
     if orphans:
-        engine = pipeline.engine()
+        engine = connect()
         for reference in orphans:
             try:
                 engine.untag(reference)
@@ -241,7 +234,7 @@ def _spec_locked(spec: Spec) -> Iterator[None]:
         yield
 
 
-def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry_id: str, store: Store,
+def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Store,
            progress: _Progress, tell: Reporter, said: Collected) -> str:
     """The stages; returns the status ("unchanged" or "built"), raises _Failed."""
 
@@ -263,7 +256,8 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
     cand = _stage("plan", lambda: _candidate(spec, path, raw, store))
     changed = layer_changes(spec, _comparable(spec, current), cand)
     try:
-        built = _stage("build", lambda: pipeline.build(path, options, tell))
+        built = _stage("build", lambda: build(spec.path, BuildOptions(options.overrides, options.key,
+                                                                      check=options.check, lock=path), store, tell))
     except _Failed:
         progress.layers = _failed_rows(spec, changed, said)
         raise
@@ -291,7 +285,7 @@ def _night(spec: Spec, options: Options, pipeline: Pipeline, state: State, entry
         image = ImageOut(image.reference, image.manifest, image.config, image.size_bytes,
                          (*image.tags, *(f"{pushed.repository}:{t}" for t in pushed.tags)), pushed.repository)
     in_place = current.digest if current is not None else None
-    progress.image = _stage("promote", lambda: _promote(spec, raw, in_place, image, pipeline.engine(), tell))
+    progress.image = _stage("promote", lambda: _promote(spec, raw, in_place, image, engine_of(store), tell))
     return "built"
 
 
@@ -328,7 +322,7 @@ def one_line(message: str, limit: int = 500) -> str:
 
 
 def _resolve(spec: Spec, store: Store, tell: Reporter) -> tuple[Lock | None, Any, list[Change]]:
-    current = lock_mod.load(spec) if lock_mod.lock_path(spec).exists() else None
+    current = lock_mod.load_lock(spec) if lock_mod.lock_path(spec).exists() else None
     candidate = lock_mod.resolve(spec, store, previous=current, update=moving_inputs(spec), report=tell)
     return current, candidate, moved(current.model if current else None, candidate)
 
@@ -355,7 +349,7 @@ def _comparable(spec: Spec, current: Lock | None) -> Lock | None:
     return current
 
 
-def _rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], built: Any) -> list[LayerRun]:
+def _rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], built: Built) -> list[LayerRun]:
     """Each layer, rebuilt or reused and why, with its compile's cost when it was rebuilt."""
     result = built.result
     kinds = {layer.name: layer.kind for layer in result.plan.layers}
@@ -431,14 +425,14 @@ def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:
                     result.oci.config_digest if result.oci else result.image_id, size, (result.image_ref,))
 
 
-def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: str, built: Any,
+def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: str, built: Built,
           tell: Reporter) -> Pushed:
     """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt and SBOM
     (``sparkimg push``'s own path); the moving tag is moved only at promotion."""
     from sparkimg.distribution.push import push_built
     from sparkimg.image.assemble import image_record
 
-    assert target is not None
+    assert target is not None and built.receipt is not None, "the night refuses a build without its receipt"
     record = image_record(store, result.plan.image.key)
     if record is None:
         raise UsageError(f"the store has no OCI record of {result.image_ref} to push")

@@ -143,20 +143,33 @@ def key_of(kind: str, inputs: dict[str, str]) -> str:
     return digest_of({"v": KEY_VERSION, "kind": kind, "inputs": inputs})
 
 
-def plan_keys(spec: Spec, lock: Lock) -> list[str]:
-    """Every layer's key, the image's last: what a running build's lease keeps (``store.roots``)."""
-    return [key_of(kind, inputs) for _, kind, inputs in layer_inputs(spec, lock)]
+@dataclass(frozen=True)
+class Keyed:
+    """One layer's key and the inputs it is made of (pure over the spec and the lock)."""
+
+    name: str
+    kind: str
+    inputs: dict[str, str]
+    key: str
 
 
-def compute(spec: Spec, lock: Lock, store: Store, *, image_built: bool = False) -> Plan:
-    """Keys, cached state and changes since the last build of this spec. Pure over the spec,
-    the lock and the store's records; ``image_built`` is ``image_state(...).built`` for the image key."""
+def layer_keys(spec: Spec, lock: Lock) -> tuple[Keyed, ...]:
+    """Every layer's key, the image's last: computed once per build, for its lease
+    (``store.roots``) and its plan (``compute``)."""
+    return tuple(Keyed(name, kind, inputs, key_of(kind, inputs)) for name, kind, inputs in layer_inputs(spec, lock))
+
+
+def compute(spec: Spec, lock: Lock, store: Store, *, image_built: bool = False,
+            keyed: tuple[Keyed, ...] | None = None) -> Plan:
+    """Keys (``keyed``, when the caller has them), cached state and changes since the last build
+    of this spec. Pure over the spec, the lock and the store's records; ``image_built`` is
+    ``image_state(...).built`` for the image key."""
     previous = (store.read_record("state", spec.name) or {}).get("layers", {})
     planned: list[PlannedLayer] = []
-    for name, kind, inputs in layer_inputs(spec, lock):
-        key = key_of(kind, inputs)
-        cached = image_built if kind == "image" else is_built(kind, key, inputs, store)
-        planned.append(PlannedLayer(name, kind, key, inputs, cached, _changed(previous.get(name), inputs)))
+    for layer in keyed if keyed is not None else layer_keys(spec, lock):
+        cached = image_built if layer.kind == "image" else is_built(layer.kind, layer.key, layer.inputs, store)
+        planned.append(PlannedLayer(layer.name, layer.kind, layer.key, layer.inputs, cached,
+                                    _changed(previous.get(layer.name), layer.inputs)))
     return Plan(spec, lock, tuple(planned))
 
 

@@ -13,12 +13,19 @@ from sparkimg import __version__
 from sparkimg._internal.times import rfc3339
 from sparkimg.engine.protocol import Mount
 from sparkimg.formats.canonical import canonical
-from sparkimg.formats.prewarm_manifest import PREDICATE_TYPE, CachedFile, CachedModule, PrewarmManifest, Workspace, load
+from sparkimg.formats.prewarm_manifest import (
+    PREDICATE_TYPE,
+    CachedFile,
+    CachedModule,
+    PrewarmManifest,
+    Workspace,
+    parse_manifest,
+)
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey
 from sparkimg.signing.signed import write_signed
 
-__all__ = ["HINT", "NAME", "PREDICATE_TYPE", "load", "path_of", "read", "statement", "write"]
+__all__ = ["HINT", "NAME", "PREDICATE_TYPE", "parse_manifest", "path_of", "read", "statement", "write"]
 
 NAME = "sparkimg-prewarm.json"
 HINT = "prewarm the cache (again) with `sparkimg prewarm ... --cache DIR --key KEY` to write its manifest"
@@ -59,7 +66,7 @@ def write(cache: Path, data: PrewarmManifest, key: PrivateKey | None) -> tuple[P
     target = path_of(cache)
 
     def same(existing: bytes) -> bool:
-        return load(existing, str(target)).timeless() == data.timeless()
+        return parse_manifest(existing, str(target)).timeless() == data.timeless()
 
     written = write_signed(target, canonical(data.to_json()), key, same=same)
     return target, written.written

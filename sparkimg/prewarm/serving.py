@@ -52,7 +52,7 @@ def cache_args(cache: Path, image_id: str, key: PublicKey | None) -> CacheArgs:
             raise CacheMismatchError(f"{cache}: quick verification failed: " +
                                      "; ".join(p["message"] for p in report.problems),
                                      hint="run `sparkimg prewarm --verify` for every check, or prewarm again")
-    data = manifest.load(envelope.payload, str(where))
+    data = manifest.parse_manifest(envelope.payload, str(where))
     if data.runner != "image":
         raise CacheMismatchError(f"{cache}: made by the host runner (for a bare-metal Python at "
                                  f"{data.workspace.base}), not inside an image",

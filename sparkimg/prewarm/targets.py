@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg.errors import UsageError
-from sparkimg.formats.statement import load
+from sparkimg.formats.statement import parse_statement
 from sparkimg.image.image import built_image
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.plan import keys as plan
@@ -79,7 +79,7 @@ def for_image(reference: str, engine: Engine) -> Target:
 
 def for_receipt(receipt: Path, engine: Engine) -> Target:
     """The image a receipt names (by image ID), with the kernel set in its label."""
-    subject = load(dsse.read(receipt).payload, str(receipt)).image
+    subject = parse_statement(dsse.read(receipt).payload, str(receipt)).image
     image_id = subject.sha256
     if engine.image_id(image_id) is None:
         raise UsageError(f"{receipt}: its image {image_id} is not in the engine",

@@ -64,7 +64,7 @@ def verify(cache: Path, key: PublicKey, expect: Expect, *, quick: bool = False) 
         report.problem("signature", f"{where}: {why}")
         report.seconds = time.monotonic() - started
         return report
-    data = manifest.load(envelope.payload, str(where))
+    data = manifest.parse_manifest(envelope.payload, str(where))
     files = [(module, item) for module in data.modules for item in module.files]
     report.files = len(files)
     if quick:

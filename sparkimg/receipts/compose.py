@@ -23,7 +23,7 @@ from sparkimg.lock.resolve import Lock
 from sparkimg.spec import CompileLayer, Spec
 
 
-def dependencies(spec: Spec, lock: Lock, blobs: dict[str, str] | None = None,
+def dependencies(spec: Spec, lock: Lock, blobs: Mapping[str, str] | None = None,
                  base_nvcc: Mapping[str, str] | None = None) -> tuple[Descriptor, ...]:
     """Every resolved input of the build, each with its digests (ResourceDescriptors).
 
@@ -91,10 +91,10 @@ def statement(
     image_ref: str,
     image_id: str,
     image_key: str,
-    records: dict[str, LayerRecord],
-    layer_keys: dict[str, str],
-    blobs: dict[str, str],
-    engine: dict[str, str | None],
+    records: Mapping[str, LayerRecord],
+    layer_keys: Mapping[str, str],
+    blobs: Mapping[str, str],
+    engine: Mapping[str, str | None],
     started: float,
     finished: float,
     record_host: bool = False,

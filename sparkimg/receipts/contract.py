@@ -33,8 +33,7 @@ from sparkimg.formats.recipe import (
     mapping,
     source_pins,
 )
-from sparkimg.formats.statement import dependency_facts, facts
-from sparkimg.formats.statement import load as load_statement
+from sparkimg.formats.statement import dependency_facts, facts, parse_statement
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.patches import sums as patches_mod
 from sparkimg.receipts.compose import dependencies
@@ -44,10 +43,10 @@ from sparkimg.spec import load_spec
 from sparkimg.spec import yamlpos as _yamlpos
 
 
-def load(path: Path, trusted: PublicKey) -> Recipe:
+def load_recipe(path: Path, trusted: PublicKey) -> Recipe:
     """Read a recipe of either format; ``trusted`` checks a receipt the recipe names."""
     try:
-        data = _yamlpos.load(read_input(path, _yamlpos.MAX_BYTES).decode("utf-8")).data
+        data = _yamlpos.parse_located(read_input(path, _yamlpos.MAX_BYTES).decode("utf-8")).data
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})") from None
     except UnicodeDecodeError:
@@ -119,7 +118,7 @@ def _from_receipt(recipe: Path, receipt: Path, trusted: PublicKey) -> list[Expec
     if why:
         raise RecipeError(f"{recipe}: receipt: {receipt}: {why}",
                           hint="a recipe may only name a receipt signed by the key you trust")
-    data = load_statement(envelope.payload, f"{recipe}: receipt: {receipt}")
+    data = parse_statement(envelope.payload, f"{recipe}: receipt: {receipt}")
     skip = {"image.reference", "image.key"}
     return [Expectation(k, v, receipt.name) for k, v in sorted(facts(data).items()) if k not in skip and v is not None]
 
@@ -140,7 +139,7 @@ def _sparkring(path: Path, data: dict[str, Any]) -> Recipe:
     if isinstance(image_lock, str):
         lock_file = path.parent / image_lock
         try:
-            image_lock = _yamlpos.load(read_input(lock_file, _yamlpos.MAX_BYTES).decode("utf-8")).data
+            image_lock = _yamlpos.parse_located(read_input(lock_file, _yamlpos.MAX_BYTES).decode("utf-8")).data
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RecipeError(f"{path}: runtime.image_lock: cannot read {lock_file} ({exc})") from None
     lock_data = mapping(path, image_lock, "runtime.image_lock")

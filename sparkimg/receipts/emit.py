@@ -7,11 +7,13 @@ one, and the receipt file is rewritten only when its payload or signer would cha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import canonical
-from sparkimg.formats.statement import Descriptor, Statement, load
+from sparkimg.formats.statement import Descriptor, Statement, parse_statement
 from sparkimg.image.image import BuildResult
 from sparkimg.receipts.compose import statement
 from sparkimg.signing.keys import PrivateKey
@@ -40,10 +42,12 @@ def has_statement(result: BuildResult, store: Store) -> bool:
 
 
 def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Path | None = None,
-         record_host: bool = False, prewarm: Descriptor | None = None, sbom: Descriptor | None = None) -> Emitted:
+         record_host: bool = False, prewarm: Descriptor | None = None, sbom: Descriptor | None = None,
+         check: Mapping[str, Any] | None = None) -> Emitted:
     """Write the receipt of ``result`` (signed when ``key`` is given); return where and how.
     ``prewarm`` is the byproduct of a prewarm run of this build (``prewarm.warm.receipt_entry``),
-    ``sbom`` the SBOM written beside the receipt (``sbom.attest.byproduct``)."""
+    ``sbom`` the SBOM written beside the receipt (``sbom.attest.byproduct``), ``check`` what
+    ``build --check`` found (``CheckReport.to_receipt``)."""
     if result.image_id is None:
         raise UsageError(f"{result.image_ref}: the image is not in the engine; nothing to write a receipt for")
     image_key = result.plan.image.key
@@ -51,14 +55,14 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
     data = store.read_record(RECORDS, image_key)
     kept = Statement.from_json(data, where) if data is not None else None
     changed = kept is None or kept.image.sha256 != result.image_id or (
-        result.check is not None and kept.internal.get("check") != result.check)
+        check is not None and kept.internal.get("check") != check)
     if kept is None or changed:
         kept = statement(
             result.plan.spec, result.plan.lock, image_ref=result.image_ref, image_id=result.image_id,
             image_key=image_key, records=result.records,
             layer_keys={layer.name: layer.key for layer in result.plan.layers},
             blobs=result.blobs, engine=result.engine, started=result.started, finished=result.finished,
-            record_host=record_host, oci=result.oci, check=result.check, base_nvcc=_base_nvcc(result, store))
+            record_host=record_host, oci=result.oci, check=check, base_nvcc=_base_nvcc(result, store))
     if prewarm is not None:
         kept = kept.with_byproduct(prewarm)
         changed = True
@@ -69,8 +73,9 @@ def emit(result: BuildResult, store: Store, key: PrivateKey | None, *, path: Pat
         store.write_record(RECORDS, image_key, kept.to_json())
     # An unsigned build keeps a signed receipt of this very image from this very lock (exit 0);
     # only a receipt of something else is refused (``signing.signed``).
-    return write_signed(path or default_path(result), canonical(kept.to_json()), key,
-                        attests=lambda there: kept.attests_same(load(there, str(path or default_path(result)))))
+    target = path or default_path(result)
+    return write_signed(target, canonical(kept.to_json()), key,
+                        attests=lambda there: kept.attests_same(parse_statement(there, str(target))))
 
 
 def _base_nvcc(result: BuildResult, store: Store) -> dict[str, str] | None:

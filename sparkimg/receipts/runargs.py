@@ -14,7 +14,7 @@ from typing import Any
 
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg.errors import RunArgsError
-from sparkimg.formats.statement import load
+from sparkimg.formats.statement import parse_statement
 from sparkimg.prewarm.serving import CacheArgs, cache_args
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PublicKey
@@ -52,7 +52,7 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Pat
     envelope = dsse.read(receipt)
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
-    data = load(envelope.payload, str(receipt))
+    data = parse_statement(envelope.payload, str(receipt))
     wanted = [d for d in data.dependencies if d.name.startswith("patch:") and d.notes.get("mode") == "mount"]
     paths = {d.name: (root / (d.uri or "").removeprefix("file:")).resolve() for d in wanted}
     hashed = hash_many(paths.values())

@@ -103,7 +103,7 @@ def verify(request: Request, *, store: Store | None = None,
     """Run every asked-for check; ``local_image`` maps a reference to (image ID, labels) when
     the engine has it (the CLI passes the engine's; None means registry only)."""
     envelope = dsse.read(request.receipt)
-    recipe = recipe_mod.load(request.recipe, request.key) if request.recipe else None
+    recipe = recipe_mod.load_recipe(request.recipe, request.key) if request.recipe else None
     report = Report(str(request.receipt))
     stages: list[tuple[str, Callable[[], list[Check]]]] = []
     parsed: list[Statement] = []  # filled by the statement stage; later stages run only if it passed

@@ -135,6 +135,15 @@ def load_private(path: Path) -> PrivateKey:
     return PrivateKey(key, keyid_of(key.public_key()))
 
 
+def signing_key(path: Path | None) -> PrivateKey | None:
+    """The key a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, loaded; None when
+    neither names one."""
+    from sparkimg._internal.locations import signing_key_path
+
+    chosen = signing_key_path(path)
+    return load_private(chosen) if chosen else None
+
+
 def load_public(path: Path) -> PublicKey:
     """A trusted public key (PEM SubjectPublicKeyInfo)."""
     from cryptography.hazmat.primitives import serialization

@@ -60,7 +60,7 @@ def _parse(raw: bytes, display: str) -> _located.Located:
     from sparkimg.spec import yamlpos as _yamlpos
 
     try:
-        return _yamlpos.load(raw.decode("utf-8"))
+        return _yamlpos.parse_located(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SpecError(display, [f"{display}:1: (file): not UTF-8 text"]) from None
     except yaml.YAMLError as exc:

@@ -12,7 +12,7 @@ import yaml
 
 from sparkimg.spec.located import MAX_BYTES, Located, Path, dotted
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "Located", "Path", "Refused", "dotted", "load"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "Located", "Path", "Refused", "dotted", "parse_located"]
 MAX_DEPTH = 64
 
 
@@ -42,7 +42,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 
-def load(text: str) -> Located:
+def parse_located(text: str) -> Located:
     """Parse ``text`` with the bounded safe loader and record line numbers.
 
     Raises ``yaml.YAMLError`` on a syntax error or refused input (its ``problem_mark`` has the line).

@@ -38,7 +38,7 @@ def test_bounds_reach_the_container(project: Project, store: Store, engine: Engi
                                                                                 "    pids: 256\n    cpus: 1")
     path = _locked(project, store, text)
     events = Collected()
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, report=events)
+    result = build(load_spec(path), lock_mod.load_lock(load_spec(path)), store, engine, report=events)
     lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     seen = dict(line.split("=", 1) for line in lines if "=" in line)
     assert seen.get("memory/memory.limit_in_bytes", seen.get("memory.max")) == str(1 << 30)
@@ -63,7 +63,7 @@ def test_no_network_in_compile(project: Project, store: Store, engine: Engine, d
              "print('isolated')\" && " + WHEEL)
     path = _locked(project, store, spec_text(demo_base, probe))
     events = Collected()
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, report=events)
+    result = build(load_spec(path), lock_mod.load_lock(load_spec(path)), store, engine, report=events)
     lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     assert "isolated" in lines
     engine.remove_image(result.image_ref)
@@ -107,7 +107,7 @@ def test_audit_passes_real_sm121a_build(project: Project, store: Store, engine: 
     text = spec_text(demo_base, "python3 /src/build_wheel.py --out /out", memory="2g", job_memory="512m").replace(
         "    pids: 256", "    pids: 256\n    env:\n      NVCC_GENCODE: \"{gencode}\"")
     path = _locked(project, store, text)
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine)
+    result = build(load_spec(path), lock_mod.load_lock(load_spec(path)), store, engine)
     reports = result.records["kernel"].audit
     assert reports and reports[0]["cubin_sm"] == [121] and reports[0]["missing"] == []
     engine.remove_image(result.image_ref)
@@ -130,7 +130,7 @@ def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engin
                                              memory="8g", job_memory="64m"))
     reserve = mem_available() - (512 << 20)
     events = Collected()
-    result = build(load_spec(path), lock_mod.load(load_spec(path)), store, engine, Overrides(reserve=reserve),
+    result = build(load_spec(path), lock_mod.load_lock(load_spec(path)), store, engine, Overrides(reserve=reserve),
                    report=events)
     lines = [e.message for e in events.of(Phase.COMPILE, Kind.LOG)]
     limit = int(next(line for line in lines if line.isdigit()))

@@ -100,7 +100,7 @@ def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
     api.lock(demo, store=store)
     events = Collected()
     built = api.build(demo, store=store, report=events)
-    assert built.result.built == ["demo-kernel", "image"]
+    assert built.result.built == ("demo-kernel", "image")
     done = events.of(Phase.COMPILE, Kind.DONE)
     assert [e.layer for e in done] == ["demo-kernel"] and float(done[0].figures["wall_s"] or 0) > 0
     assert events.of(Phase.COMPILE, Kind.LOG)
@@ -122,7 +122,7 @@ def test_the_api_reports_typed_events_and_a_no_op_asks_the_engine_once(
     for module, name in ((engine_mod, "_call"), (engine_api, "http_get")):
         monkeypatch.setattr(module, name, counted(module, name))
     again = api.build(demo, store=store)
-    assert again.result.built == [] and again.result.image_id == built.result.image_id
+    assert again.result.built == () and again.result.image_id == built.result.image_id
     assert len(asked) == 1, asked  # the client choice is remembered; one question: is this image there?
     engine.remove_image(built.result.image_ref)
 

@@ -76,7 +76,7 @@ def test_an_image_the_store_holds_and_the_engine_lost_is_loaded_again_without_co
     events = Collected()
     built = api.build(demo, store=store, report=events)
     try:
-        assert built.result.built == [] and built.result.loaded
+        assert built.result.built == () and built.result.loaded
         assert not events.of(Phase.COMPILE) and not any("assemble" in e.message for e in events.of(Phase.ASSEMBLE))
         assert engine.image_id(reference) == first["image"]["id"] == built.result.image_id
         assert built.to_json()["oci"] == first["oci"]

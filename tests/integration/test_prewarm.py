@@ -85,7 +85,7 @@ def test_manifest_records_the_cache(warmed: Path, keys: tuple[Path, Path]) -> No
 
     envelope = dsse.read(warmed / "sparkimg-prewarm.json")
     assert envelope.check_signature(load_public(keys[1])) is None
-    data = manifest.load(envelope.payload, "manifest")
+    data = manifest.parse_manifest(envelope.payload, "manifest")
     assert data.flashinfer == "0.7.2.post1"
     assert data.cuda_architectures == ("12.1a",)
     assert data.image == {"id": IMAGE_A, "reference": None}
@@ -238,7 +238,7 @@ def test_flashinfer_loads_the_cache_read_only_without_compiling(python: str, war
 
     before = {p: p.stat().st_mtime_ns for p in warmed.rglob("*") if p.is_file()}
     workspace = next(warmed.glob(".cache/flashinfer/*/121a"))
-    serving_env = manifest.load(dsse.read(warmed / "sparkimg-prewarm.json").payload, "m").serving_env
+    serving_env = manifest.parse_manifest(dsse.read(warmed / "sparkimg-prewarm.json").payload, "m").serving_env
     assert serving_env == {"FLASHINFER_WORKSPACE_BASE": str(warmed.resolve()), "FLASHINFER_CUDA_ARCH_LIST": "12.1a",
                            "CUDA_HOME": "/usr/local/cuda"}
     script = tmp_path / "serve.py"

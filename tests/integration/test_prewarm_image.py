@@ -78,7 +78,7 @@ def test_prewarm_runs_in_the_image_and_records_it(warmed: Warmed, engine: Engine
 
     assert [(m["name"], m["status"]) for m in warmed.result["modules"]] == [
         ("silu_and_mul", "compiled"), ("gelu_tanh_and_mul", "compiled")]
-    data = manifest.load(dsse.read(warmed.cache / "sparkimg-prewarm.json").payload, "m")
+    data = manifest.parse_manifest(dsse.read(warmed.cache / "sparkimg-prewarm.json").payload, "m")
     assert data.runner == "image"
     assert data.image_id == engine.image_id(warmed.image)
     assert data.workspace.base == "/var/cache/sparkimg/flashinfer"

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 def _build(spec: Spec, store: Store, engine: Engine) -> tuple[LayerRecord, Path]:
     """Build the spec's compile layer alone into ``store`` (no image); its record and first wheel."""
-    lock = lock_mod.load(spec)
+    lock = lock_mod.load_lock(spec)
     layer = next(layer for layer in spec.layers if isinstance(layer, CompileLayer))
     fetched = fetch(spec, lock, store, engine)
     record = compile_layer(spec, lock, layer, compute(spec, lock, store).layer(layer.name),

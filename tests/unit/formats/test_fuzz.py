@@ -197,7 +197,7 @@ def test_damaged_recipes(tmp_path_factory: pytest.TempPathFactory, trusted: Any,
     path = tmp_path_factory.getbasetemp() / "fuzz.recipe.yaml"
     path.write_bytes(text.encode("utf-8", "surrogateescape"))
     try:
-        recipe.load(path, trusted.public)
+        recipe.load_recipe(path, trusted.public)
     except SparkimgError as exc:
         assert exc.exit_code in (1, 2)
 

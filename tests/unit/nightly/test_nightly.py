@@ -45,7 +45,7 @@ def _entry(entry_id: str, status: str = "built", **kwargs: object) -> Entry:
 
 
 def test_pruning_keeps_the_newest_the_one_in_service_and_every_known_good_night(tmp_path: Path) -> None:
-    from sparkimg.nightly.run import Pipeline, _prune
+    from sparkimg.nightly.run import _prune
 
     state = State(tmp_path / "state")
     ids = [f"2026120{d}T020000Z" for d in range(1, 8)]
@@ -58,7 +58,7 @@ def test_pruning_keeps_the_newest_the_one_in_service_and_every_known_good_night(
     engine = type("Engine", (), {"untag": lambda self, ref: untagged.append(ref)})()
     said: list[str] = []
     with state.locked():
-        _prune(state, 3, Pipeline(load=None, build=None, engine=lambda: engine),  # type: ignore[arg-type]
+        _prune(state, 3, lambda: engine,
                Store(tmp_path / "store"), tmp_path / "demo.yaml", lambda event: said.append(event.message))
     assert [e.entry for e in state.entries()] == [ids[1], ids[2], *ids[-3:]]
     assert (state.entries_dir / "20261208T020000Z").is_dir() and not list(state.root.glob(".tmp-*"))

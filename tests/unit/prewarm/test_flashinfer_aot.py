@@ -258,7 +258,7 @@ def mixed_cache(root: Path, key: PrivateKey) -> Path:
 def test_verify_accepts_aot_and_jit_modules_and_flags_a_stray_copy(tmp_path: Path) -> None:
     key = generate(tmp_path / "k")
     cache = mixed_cache(tmp_path, key)
-    loaded = manifest.load(manifest.read(cache).payload, "m")
+    loaded = manifest.parse_manifest(manifest.read(cache).payload, "m")
     aot = next(m for m in loaded.modules if m.aot)
     assert aot.library == "/opt/venv/aot/silu_and_mul.so" and aot.files == ()
     assert [s["name"] for s in loaded.to_json()["subject"]] == [f"{WS}/cached_ops/page/page.so"]

@@ -182,7 +182,7 @@ def test_code_without_the_architecture_fails(tmp_path: Path, key: PrivateKey) ->
 
 def test_an_unchanged_manifest_is_kept(tmp_path: Path, key: PrivateKey) -> None:
     cache = make_cache(tmp_path, key)
-    data = manifest.load(json_payload(cache), "m")
+    data = manifest.parse_manifest(json_payload(cache), "m")
     assert manifest.write(cache, data, key) == (manifest.path_of(cache), False)
     assert manifest.write(cache, data, None)[1] is False  # an unsigned run never drops the signature
 
@@ -196,7 +196,7 @@ def json_payload(cache: Path) -> bytes:
 def test_a_receipt_is_not_a_manifest(tmp_path: Path) -> None:
     receipt = json.dumps({"_type": "https://in-toto.io/Statement/v1", "predicateType": "https://slsa.dev/provenance/v1"})
     with pytest.raises(EnvelopeError, match="a build receipt"):
-        manifest.load(receipt.encode(), "r.json")
+        manifest.parse_manifest(receipt.encode(), "r.json")
 
 
 def test_run_args_cache_mount_and_its_refusals(tmp_path: Path, key: PrivateKey) -> None:

@@ -26,7 +26,7 @@ def _expected(found: Recipe) -> dict[str, object]:
 
 
 def test_sparkring_runtime_block_and_image_lock(key: PrivateKey) -> None:
-    loaded = recipe.load(FIXTURES / "deepseek-v41-flash-cycle.json", key.public)
+    loaded = recipe.load_recipe(FIXTURES / "deepseek-v41-flash-cycle.json", key.public)
     assert loaded.schema == "sparkring-recipe/v1" and loaded.name == "deepseek-v41-flash-cycle"
     assert _expected(loaded) == {
         "cuda_architectures": ["12.1a"],
@@ -41,7 +41,7 @@ def test_sparkring_runtime_block_and_image_lock(key: PrivateKey) -> None:
 
 
 def test_a_short_commit_matches_the_full_one_it_starts(key: PrivateKey) -> None:
-    loaded = recipe.load(FIXTURES / "deepseek-v41-flash-cycle.json", key.public)
+    loaded = recipe.load_recipe(FIXTURES / "deepseek-v41-flash-cycle.json", key.public)
     facts = {"cuda_architectures": ["12.1a"], "platform": "linux/arm64", "base.manifest_digest": "sha256:" + "1" * 64,
              "base.config_digest": "sha256:" + "2" * 64, "image.manifest_digest": "sha256:" + "3" * 64,
              "sources.vllm.commit": COMMIT, "sources.flashinfer.ref": "v0.7.0rc1",
@@ -58,7 +58,7 @@ def test_sparkimg_recipe_explicit_expectations(tmp_path: Path, key: PrivateKey) 
     path.write_text("schema: sparkimg-recipe/v1\nname: r\nexpect:\n  cuda_architectures: [\"12.1a\"]\n"
                     "  base: {manifest_digest: 'sha256:abc'}\n  sources: {vllm: {commit: e47aa780}}\n"
                     "  patches: MD5SUMS\n")
-    assert _expected(recipe.load(path, key.public)) == {
+    assert _expected(recipe.load_recipe(path, key.public)) == {
         "cuda_architectures": ["12.1a"], "base.manifest_digest": "sha256:abc", "sources.vllm.commit": "e47aa780",
         "patches.*/serve.env.md5": "0123456789abcdef0123456789abcdef"}
 
@@ -77,7 +77,7 @@ def test_bad_recipes_are_bad_input(tmp_path: Path, key: PrivateKey, text: str, m
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(RecipeError, match=message) as caught:
-        recipe.load(path, key.public)
+        recipe.load_recipe(path, key.public)
     assert caught.value.exit_code == 2 and str(path) in caught.value.message
 
 
@@ -85,5 +85,5 @@ def test_unknown_key_gets_a_did_you_mean(tmp_path: Path, key: PrivateKey) -> Non
     path = tmp_path / "r.yaml"
     path.write_text("schema: sparkimg-recipe/v1\nexpect: {cuda_architecture: [12.1a]}\n")
     with pytest.raises(RecipeError) as caught:
-        recipe.load(path, key.public)
+        recipe.load_recipe(path, key.public)
     assert caught.value.hint == "did you mean 'cuda_architectures'?"

@@ -1,0 +1,135 @@
+"""``sparkimg build``, told top-down in one place: under a lease, the build stage (``image``:
+fetch, bounded compiles, audit, assembly, load), then what follows it: ``--check`` (``image.check``),
+``--prewarm`` (``prewarm.warm``), the SBOM (``sbom.attest``), the receipt (``receipts.emit``) and
+the no-op stamp (``image.stamp``). Each step is a stage's; this module only orders them and
+gathers what they made into one frozen ``Built``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkimg.errors import SparkimgError
+from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
+from sparkimg.image import stamp
+from sparkimg.image.bounds import Overrides
+from sparkimg.image.check import CheckReport, check_built
+from sparkimg.image.image import BuildResult, described
+from sparkimg.image.image import build as build_image
+from sparkimg.lock.resolve import Lock, load_candidate, load_lock
+from sparkimg.pipeline.context import engine_of, spec_of
+from sparkimg.plan.keys import Keyed, layer_keys
+from sparkimg.prewarm.warm import Result as PrewarmResult
+from sparkimg.prewarm.warm import prewarm_built
+from sparkimg.receipts.emit import RECORDS, Emitted, default_path, emit, has_statement
+from sparkimg.sbom.attest import made as made_sbom
+from sparkimg.sbom.attest import sbom_path
+from sparkimg.signing.keys import signing_key
+from sparkimg.spec import Spec
+from sparkimg.store.content import Store
+from sparkimg.store.roots import lease, remember_root
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What ``sparkimg build`` takes besides the spec."""
+
+    overrides: Overrides | None = None
+    key: Path | None = None
+    receipt: Path | None = None
+    record_host: bool = False
+    prewarm: Path | None = None
+    check: bool = False
+    # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
+    # spec's own lock untouched; no no-op stamp is kept for such a build.
+    lock: Path | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """One build, whole: what the build stage made, and what followed it."""
+
+    result: BuildResult
+    receipt: Emitted | None  # None only after ``--check``, whose verdict a receipt it could not write never hides
+    prewarm: PrewarmResult | None = None
+    check: CheckReport | None = None
+    receipt_error: str | None = None  # why ``receipt`` is None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.result.to_json(), "receipt": str(self.receipt.path) if self.receipt else None,
+               "sbom": str(sbom_path(self.receipt.path)) if self.receipt else None,
+               "signed": bool(self.receipt and self.receipt.signed),
+               "prewarm": self.prewarm.to_json() if self.prewarm else None}
+        if self.receipt_error is not None:
+            out["receipt_error"] = self.receipt_error
+        if self.check is not None:
+            out["check"] = self.check.to_json()
+        return out
+
+
+def build(spec_path: Path, options: BuildOptions, store: Store, report: Reporter = silent) -> Built:
+    """Fetch, compile in bounds, audit, assemble; then check, prewarm (when asked), the SBOM and
+    the receipt; the no-op stamp last."""
+    started_ns = time.time_ns()
+    said = Collected()  # what this build reports, kept for the no-op stamp
+
+    def tell(event: Event) -> None:
+        said(event)
+        report(event)
+
+    spec = spec_of(spec_path, tell, store)
+    lock = load_lock(spec) if options.lock is None else load_candidate(spec, options.lock)
+    keyed = layer_keys(spec, lock)
+    keys = [layer.key for layer in keyed]
+    # The lease keeps gc off what this build reads and writes; the root, once it is built, after it.
+    with lease(store, lock=lock.path, keys=keys):
+        built = _under_lease(spec, lock, keyed, store, options, tell, said.events, started_ns)
+        if options.lock is None:
+            remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=keys)
+    return built
+
+
+def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store, options: BuildOptions,
+                 tell: Reporter, said: list[Event], started_ns: int) -> Built:
+    overrides = options.overrides or Overrides()
+    key = signing_key(options.key)
+    engine = engine_of(store)
+    result = build_image(spec, lock, store, engine, overrides, report=tell, keyed=keyed)
+    if not result.built and not has_statement(result, store):
+        result = described(result, store, engine, tell)  # the receipt is written again: in full
+    checked = check_built(result, store, engine, overrides, tell) if options.check else None
+    warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell) \
+        if options.prewarm is not None else None
+    receipt_file = options.receipt or default_path(result)
+    try:
+        sbom = made_sbom(result, store, key, receipt_file, tell)
+        emitted = emit(result, store, key, path=receipt_file, record_host=options.record_host,
+                       prewarm=warmed[1] if warmed else None, sbom=sbom,
+                       check=checked.to_receipt() if checked is not None else None)
+    except SparkimgError as exc:
+        if checked is None:
+            raise
+        # ``--check`` answers whether two builds agree; a receipt it could not update is a warning beside it.
+        tell(Event(Phase.RECEIPT, f"receipt not written: {exc}", kind=Kind.WARNING))
+        return Built(result, None, warmed[0] if warmed else None, checked, receipt_error=str(exc))
+    if emitted.signed:
+        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
+                   + ("" if emitted.written else " (unchanged)")))
+    else:
+        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
+                   "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
+    built = Built(result, emitted, warmed[0] if warmed else None, checked)
+    where = stamp.location(store.root, spec.path)
+    if emitted.written or result.built or options.prewarm is not None or options.check \
+            or options.lock is not None:
+        stamp.forget(where)  # only a no-op of the spec's own lock is stamped
+    else:
+        stamp.keep_noop(where, spec, lock, store, engine, result, receipt_file=emitted.path,
+                        statement_file=store.record_path(RECORDS, result.plan.image.key),
+                        sbom_file=sbom_path(emitted.path),
+                        output=built.to_json(), said=said, started_ns=started_ns, key=options.key,
+                        receipt=options.receipt, record_host=options.record_host)
+    return built

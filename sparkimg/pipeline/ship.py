@@ -1,0 +1,37 @@
+"""``push`` and ``save`` of a spec's built image: the image out of the store, with its receipt
+and the SBOM beside it (``distribution.attached``), under a dated tag that never moves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sparkimg.distribution.archive import Saved, save_built
+from sparkimg.distribution.compression import Compressor
+from sparkimg.distribution.push import Pushed, push_built
+from sparkimg.events import Reporter, silent
+from sparkimg.pipeline.context import stored_image
+from sparkimg.plan.keys import image_ref
+from sparkimg.receipts.emit import receipt_path
+from sparkimg.store.content import Store
+
+
+def pushed(spec_path: Path, store: Store, target: str, tags: Sequence[str], *, receipt: Path | None,
+           compression: Compressor | None, threads: int, report: Reporter = silent) -> Pushed:
+    """The spec's image to ``target`` (REGISTRY/REPO), tagged ``YYYYMMDD-KEY12`` (the date of the
+    lock's source epoch) and ``tags``; its receipt (``receipt``, else where ``build`` wrote it,
+    which may be absent) goes beside it."""
+    spec, the_store, lock, key, record = stored_image(spec_path, store, report)
+    dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
+    return push_built(record, lock, the_store, target, [dated, *tags], receipt or receipt_path(spec, key),
+                      image_ref(spec, key), receipt_required=receipt is not None, compression=compression,
+                      threads=threads, report=report)
+
+
+def saved(spec_path: Path, store: Store, output: Path, *, receipt: Path | None, tag: str | None,
+          without_base: bool, report: Reporter = silent) -> Saved:
+    """The spec's image and its receipt (``receipt``, else where ``build`` wrote it) to ``output``."""
+    spec, the_store, _, key, record = stored_image(spec_path, store, report)
+    return save_built(record, the_store, receipt or receipt_path(spec, key), image_ref(spec, key), output,
+                      tag=tag, without_base=without_base, report=report)
