@@ -68,6 +68,14 @@ def cli(capsys: pytest.CaptureFixture[str], store: Path, *args: str) -> tuple[in
         return code, None, captured.err
 
 
+def build_ok(capsys: pytest.CaptureFixture[str], store: Path, spec: Path, *args: str) -> dict[str, Any]:
+    """``sparkimg build SPEC --json --quiet ARGS`` that must succeed; its JSON result."""
+    code, result, err = cli(capsys, store, "build", str(spec), "--json", "--quiet", *args)
+    assert code == 0, err
+    assert isinstance(result, dict)
+    return result
+
+
 def cached(result: dict[str, Any]) -> dict[str, bool]:
     return {layer["name"]: layer["cached"] for layer in result["layers"]}
 

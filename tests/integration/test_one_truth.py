@@ -17,7 +17,7 @@ import pytest
 
 from sparkimg.engine.protocol import Engine
 
-from .helpers import cached, cli, copy_demo
+from .helpers import build_ok, cached, cli, copy_demo
 
 
 @pytest.fixture
@@ -25,24 +25,17 @@ def demo(tmp_path: Path) -> Path:
     return copy_demo(tmp_path / "project")
 
 
-def _built(capsys: pytest.CaptureFixture[str], store: Path, demo: Path, *args: str) -> dict[str, Any]:
-    code, result, err = cli(capsys, store, "build", str(demo), "--json", "--quiet", *args)
-    assert code == 0, err
-    assert isinstance(result, dict)
-    return result
-
-
 def test_an_image_the_engine_holds_and_the_store_lacks_is_built_into_the_store_then_pushes_saves_and_checks(
     demo: Path, tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli(capsys, tmp_path / "first", "lock", str(demo))[0] == 0
-    first = _built(capsys, tmp_path / "first", demo)
+    first = build_ok(capsys, tmp_path / "first", demo)
     reference = first["image"]["reference"]
     try:
         store = tmp_path / "empty"  # the image is in the engine; this store has never seen it
         code, said, _ = cli(capsys, store, "build", str(demo))
         assert code == 0 and "up to date" not in said and "rebuilt: demo-kernel, image" in said
-        again = _built(capsys, store, demo)
+        again = build_ok(capsys, store, demo)
         assert again["oci"] == first["oci"] and again["image"]["id"] == first["image"]["id"]
         assert all(cached(again).values())
 
@@ -68,7 +61,7 @@ def test_an_image_the_store_holds_and_the_engine_lost_is_loaded_again_without_co
 
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = _built(capsys, store, demo)
+    first = build_ok(capsys, store, demo)
     reference = first["image"]["reference"]
     engine.remove_image(reference)
     assert engine.inspect(reference) is None
@@ -96,7 +89,7 @@ def test_the_stamp_holds_only_while_the_store_and_the_engine_both_hold_the_image
 
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = _built(capsys, store, demo)
+    first = build_ok(capsys, store, demo)
     reference = first["image"]["reference"]
     real_build = api.build
     calls: list[Path] = []
@@ -108,16 +101,16 @@ def test_the_stamp_holds_only_while_the_store_and_the_engine_both_hold_the_image
     def stamped() -> None:
         """Build until the no-op is answered by the stamp (files younger than a second are never stamped)."""
         time.sleep(1.1)
-        _built(capsys, store, demo)
+        build_ok(capsys, store, demo)
         before = len(calls)
-        _built(capsys, store, demo)
+        build_ok(capsys, store, demo)
         assert len(calls) == before, "the no-op was not answered by the stamp"
 
     monkeypatch.setattr(api, "build", counted)
     try:
         stamped()
         engine.remove_image(reference)  # the engine lost it: the whole way, loaded again
-        again = _built(capsys, store, demo)
+        again = build_ok(capsys, store, demo)
         assert again["loaded_from_store"] is True and engine.image_id(reference) == first["image"]["id"]
 
         stamped()
@@ -125,12 +118,12 @@ def test_the_stamp_holds_only_while_the_store_and_the_engine_both_hold_the_image
         blob = next(p for p in (store / "blobs").rglob(layer) if p.is_file())
         blob.unlink()
         count = len(calls)
-        again = _built(capsys, store, demo)
+        again = build_ok(capsys, store, demo)
         assert len(calls) == count + 1, "the stamp held with a blob of the image gone"
         assert again["oci"] == first["oci"] and blob.is_file()
 
         shutil.rmtree(store / "records" / "images")  # the record gone: rebuilt, the engine's image kept
-        again = _built(capsys, store, demo)
+        again = build_ok(capsys, store, demo)
         assert again["oci"] == first["oci"] and again["image"]["id"] == first["image"]["id"]
     finally:
         engine.remove_image(reference)
@@ -144,7 +137,7 @@ def test_check_exits_on_its_verdict_when_the_default_receipt_is_signed_and_no_ke
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
     assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
-    signed = _built(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    signed = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
     receipt = Path(signed["receipt"])
     before = receipt.read_bytes()
     try:

@@ -9,13 +9,12 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sparkimg.engine.protocol import Engine
 
-from .helpers import cached, cli, copy_demo
+from .helpers import build_ok, cached, cli, copy_demo
 
 
 @pytest.fixture
@@ -29,24 +28,17 @@ def key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     return tmp_path / "node.key"
 
 
-def _build(capsys: pytest.CaptureFixture[str], store: Path, spec: Path, *args: str) -> dict[str, Any]:
-    code, result, err = cli(capsys, store, "build", str(spec), "--json", "--quiet", *args)
-    assert code == 0, err
-    assert isinstance(result, dict)
-    return result
-
-
 def test_check_rebuilds_and_compares_even_when_the_no_op_stamp_holds(
         demo: Path, key: Path, tmp_path: Path, engine: Engine, demo_base: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = _build(capsys, store, demo, "--key", str(key))
+    first = build_ok(capsys, store, demo, "--key", str(key))
     try:
-        _build(capsys, store, demo, "--key", str(key))  # a no-op: it writes the stamp
+        build_ok(capsys, store, demo, "--key", str(key))  # a no-op: it writes the stamp
         code, said, _ = cli(capsys, store, "build", str(demo), "--key", str(key))
         assert code == 0 and "up to date, nothing built" in said  # the stamp holds
-        checked = _build(capsys, store, demo, "--key", str(key), "--check")
+        checked = build_ok(capsys, store, demo, "--key", str(key), "--check")
         assert checked["check"]["identical"] is True
         assert checked["check"]["digests_compared"] == len(checked["check"]["compared"]) >= 9
         code, said, err = cli(capsys, store, "build", str(demo), "--key", str(key), "--check")
@@ -63,14 +55,14 @@ def test_a_new_lock_epoch_reuses_the_compile_layer_and_the_check_still_passes(
     store = tmp_path / "store"
     lock = demo.with_name(demo.name + ".lock.json")
     assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = _build(capsys, store, demo)
+    first = build_ok(capsys, store, demo)
     epoch = json.loads(lock.read_text())["source_date_epoch"]
     lock.unlink()
     time.sleep(1.1)
     assert cli(capsys, store, "lock", str(demo))[0] == 0
     assert json.loads(lock.read_text())["source_date_epoch"] > epoch
     try:
-        second = _build(capsys, store, demo)
+        second = build_ok(capsys, store, demo)
         assert cached(second)["demo-kernel"] is True and cached(second)["image"] is False
         code, checked, err = cli(capsys, store, "build", str(demo), "--check", "--json", "--quiet")
         assert code == 0 and checked["check"]["identical"] is True, err
@@ -89,7 +81,7 @@ def test_push_and_save_refuse_another_images_receipt(
     built = []
     for spec in (one, other):
         assert cli(capsys, store, "lock", str(spec))[0] == 0
-        built.append(_build(capsys, store, spec, "--key", str(key)))
+        built.append(build_ok(capsys, store, spec, "--key", str(key)))
     try:
         foreign = Path(built[1]["receipt"])
         repo = f"{registry}/sparkimg-test/promise-{uuid.uuid4().hex[:8]}"
@@ -128,14 +120,14 @@ def test_an_unsigned_rebuild_of_the_image_a_signed_receipt_attests_keeps_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = _build(capsys, store, demo, "--key", str(key))
+    first = build_ok(capsys, store, demo, "--key", str(key))
     references = [first["image"]["reference"]]
     try:
         receipt = Path(first["receipt"])
         before = receipt.read_bytes()
         for path in (store / "records" / "statements").iterdir():
             path.unlink()  # the statement is made anew: other run details, the same image and lock
-        again = _build(capsys, store, demo)
+        again = build_ok(capsys, store, demo)
         assert again["signed"] is True and again["receipt"] == str(receipt)
         assert receipt.read_bytes() == before
         # An unsigned build of something else still never replaces it.
