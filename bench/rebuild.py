@@ -90,8 +90,8 @@ def docker_build_warm(spec_path: Path, store_root: Path, work: Path) -> float:
     from sparkimg.engine.connect import connect as connect_engine
     from sparkimg.fetch.inputs import base_tag
     from sparkimg.image.assemble import labels
+    from sparkimg.image.build import compile_records
     from sparkimg.image.dockerfile import write_context
-    from sparkimg.image.image import compile_records
     from sparkimg.lock import resolve as lock_mod
     from sparkimg.plan.keys import compute
     from sparkimg.spec import load_spec

@@ -32,7 +32,7 @@ from sparkimg.spec import CompileLayer
 from sparkimg.store.content import Store
 
 if TYPE_CHECKING:
-    from sparkimg.image.image import BuildResult
+    from sparkimg.image.build import BuildResult
 
 CHECK = "sparkimg-check/1"
 

@@ -29,7 +29,7 @@ from sparkimg.engine import socket_api as engine_api
 
 if TYPE_CHECKING:
     from sparkimg.engine.protocol import Engine
-    from sparkimg.image.image import BuildResult
+    from sparkimg.image.build import BuildResult
     from sparkimg.lock.resolve import Lock
     from sparkimg.spec import Spec
     from sparkimg.store.content import Store

@@ -16,9 +16,9 @@ from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.image import stamp
 from sparkimg.image.bounds import Overrides
+from sparkimg.image.build import BuildResult, described
+from sparkimg.image.build import build as build_image
 from sparkimg.image.check import CheckReport, check_built
-from sparkimg.image.image import BuildResult, described
-from sparkimg.image.image import build as build_image
 from sparkimg.lock.resolve import Lock, load_candidate, load_lock
 from sparkimg.pipeline.context import engine_of, spec_of
 from sparkimg.plan.keys import Keyed, layer_keys

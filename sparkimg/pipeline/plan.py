@@ -11,8 +11,8 @@ from sparkimg.errors import EngineError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.fetch.inputs import base_tag
 from sparkimg.image.assemble import labels
+from sparkimg.image.build import compile_records, image_state
 from sparkimg.image.dockerfile import dockerfile, wheels
-from sparkimg.image.image import compile_records, image_state
 from sparkimg.lock.resolve import load_checked
 from sparkimg.pipeline.context import engine_of, spec_of
 from sparkimg.plan.keys import Plan, compute, image_key

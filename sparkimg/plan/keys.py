@@ -5,7 +5,7 @@ and parent keys; never the job count, the bounds or the time. What a compile lay
 is given (``image.compile.container_env`` and its mounts) comes only from what its key names,
 so one key always means one set of bytes (tests/unit/plan/test_one_key_one_output.py). The plan is pure over the
 spec, the lock and the store's records: whether the image is built (in the store, and that
-image in the engine) is asked in one place (``image.image.image_state``) and handed in as
+image in the engine) is asked in one place (``image.build.image_state``) and handed in as
 ``image_built``.
 """
 
@@ -187,7 +187,7 @@ def layer_record(store: Store, key: str) -> LayerRecord | None:
 
 def is_built(kind: str, key: str, inputs: dict[str, str], store: Store) -> bool:
     """A compile layer is built when its record and every output are in the store; a wheel when
-    its file is. The image is asked of the store and the engine together (``image.image.image_state``)."""
+    its file is. The image is asked of the store and the engine together (``image.build.image_state``)."""
     if kind == "compile":
         record = layer_record(store, key)
         return record is not None and all(store.has(o.sha256) for o in record.outputs)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkimg.errors import UsageError
 from sparkimg.formats.statement import parse_statement
-from sparkimg.image.image import built_image
+from sparkimg.image.build import built_image
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.plan import keys as plan
 from sparkimg.signing import dsse

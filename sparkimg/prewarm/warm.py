@@ -29,7 +29,7 @@ from sparkimg.signing.keys import PrivateKey
 if TYPE_CHECKING:
     from sparkimg.engine.protocol import Engine
     from sparkimg.image.bounds import Overrides
-    from sparkimg.image.image import BuildResult
+    from sparkimg.image.build import BuildResult
     from sparkimg.spec import Spec
 
 

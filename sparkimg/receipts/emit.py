@@ -14,7 +14,7 @@ from typing import Any
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import canonical
 from sparkimg.formats.statement import Descriptor, Statement, parse_statement
-from sparkimg.image.image import BuildResult
+from sparkimg.image.build import BuildResult
 from sparkimg.receipts.compose import statement
 from sparkimg.signing.keys import PrivateKey
 from sparkimg.signing.signed import Written, write_signed

@@ -20,7 +20,7 @@ from sparkimg.events import Phase, Reporter, silent
 from sparkimg.formats import sbom as sbom_format
 from sparkimg.formats.oci import ImageRecord
 from sparkimg.formats.statement import Descriptor, Statement, Subject, image_subjects
-from sparkimg.image.image import BuildResult, compile_records
+from sparkimg.image.build import BuildResult, compile_records
 from sparkimg.lock.resolve import Lock
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey, PublicKey

@@ -12,7 +12,7 @@ import requests
 from sparkimg.engine.protocol import Engine
 from sparkimg.events import Collected, Kind, Phase
 from sparkimg.image.bounds import Overrides
-from sparkimg.image.image import build
+from sparkimg.image.build import build
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.spec import load_spec
 from sparkimg.store.content import Store

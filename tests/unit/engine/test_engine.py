@@ -198,7 +198,7 @@ def test_importing_the_library_loads_no_heavy_dependency() -> None:
     commands that do not download, sign, run a container or draw a table do not pay for them."""
     heavy = ("requests", "cryptography", "python_on_whales", "pydantic", "rich")
     probe = ("import sys, sparkimg.engine.connect, sparkimg.fetch.inputs, sparkimg.lock.resolve, "
-             "sparkimg.signing.keys, sparkimg.api, sparkimg.cli.commands, sparkimg.image.image, "
+             "sparkimg.signing.keys, sparkimg.api, sparkimg.cli.commands, sparkimg.image.build, "
              "sparkimg.receipts.emit; "
              f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
