@@ -42,7 +42,8 @@ def test_a_wheel_for_another_python_is_refused_and_the_lock_follows_the_base(
     config = json.loads(lock_file.read_text())["base"]["config_digest"]
     record = record_name(config, QUERY.read_bytes())
     paths = {k: "/usr/lib/python3/dist-packages" for k in ("purelib", "platlib", "headers", "scripts", "data")}
-    Store(store_root).write_record(RECORDS, record, BaseScheme("/usr/bin/python3", "3.12.3", paths, ()).to_json())
+    believed = BaseScheme("/usr/bin/python3", "3.12.3", paths, (), glibc="2.36")  # 3.12, on Debian 12's glibc
+    Store(store_root).write_record(RECORDS, record, believed.to_json())
 
     assert cli(capsys, store_root, "lock", str(spec), "--update", "yaml")[0] == 0
     assert "-cp312-cp312-" in json.loads(lock_file.read_text())["sources"]["yaml"]["filename"]
