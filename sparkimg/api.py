@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sparkimg.distribution.archive import Loaded, Saved
     from sparkimg.distribution.pull import Pulled
     from sparkimg.distribution.push import Pushed
+    from sparkimg.engine.protocol import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
     from sparkimg.formats.statement import RunMetadata
@@ -141,7 +142,7 @@ def _spec(spec_path: Path, report: Reporter = silent, store: Store | None = None
     return spec_of(spec_path, report, store)
 
 
-def _engine(store: Store) -> Any:
+def _engine(store: Store) -> Engine:
     from sparkimg.pipeline.context import engine_of
 
     return engine_of(store)
