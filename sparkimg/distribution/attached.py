@@ -54,4 +54,4 @@ def attachments(receipt: Path, record: ImageRecord, image: str, *, required: boo
     data = read_input(receipt, ENVELOPE_BYTES, hint=RECEIPT_HINT)
     statement = receipt_statement(data, str(receipt))
     bound(statement, record, receipt, image)
-    return Attached(data, sbom_beside(receipt, data, phase, report), statement)
+    return Attached(data, sbom_beside(receipt, statement, phase, report), statement)

@@ -196,12 +196,13 @@ def signed_file(path: Path, trusted: PublicKey | None) -> tuple[dict[str, Any], 
     return document, str(beside), "valid, and the statement the receipt names"
 
 
-def sbom_beside(receipt: Path, envelope: bytes, phase: Phase, report: Reporter) -> bytes | None:
-    """The SBOM envelope beside ``receipt`` when it is the one the receipt names (a push or save
-    never sends an SBOM every pull or load would refuse); None, said, when there is none."""
+def sbom_beside(receipt: Path, statement: Statement, phase: Phase, report: Reporter) -> bytes | None:
+    """The SBOM envelope beside ``receipt`` (whose ``statement`` the caller has read) when it is
+    the one the receipt names (a push or save never sends an SBOM every pull or load would
+    refuse); None, said, when there is none."""
     from sparkimg.events import Event, Kind
 
-    pinned = named(receipt_statement(envelope, str(receipt)))
+    pinned = named(statement)
     path = sbom_path(receipt)
     if pinned is None or not path.exists():
         report(Event(phase, f"no SBOM {'named by the receipt' if pinned is None else f'at {path}'}: the image "
