@@ -5,8 +5,12 @@ of each spec layer (a compile layer's wheels, or one PyPI wheel), in spec order,
 per baked patch set: least- to most-often changing, so a patch change rewrites one small
 layer. A compile layer's wheels share one layer, except that each wheel over ``SPLIT_BYTES``
 gets its own. The config is the base's with the spec's env and labels, and ``created`` and history
-at the lock's SOURCE_DATE_EPOCH. Each new layer is cached by its inputs, so an unchanged
-layer is never written again. ``load`` puts the result into the engine.
+at the lock's SOURCE_DATE_EPOCH. A layer's own bytes are a function of its own inputs only: its
+files are dated ``LAYER_EPOCH``, never the lock's epoch (which moves with every git source and,
+for a spec without one, with the clock of a fresh lock: a new vLLM wheel, or a lock made again on
+another node, would otherwise rewrite every layer and send the engine the whole image again).
+Each new layer is cached by its inputs, so an unchanged layer is never written again. ``load``
+puts the result into the engine.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from sparkimg.formats.lockfile import PypiPin
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme, canonical_name
 from sparkimg.image import layer as layer_mod
-from sparkimg.plan.keys import KEY_LABEL, Plan
+from sparkimg.plan.keys import KEY_LABEL, ZIP_EPOCH, Plan
 from sparkimg.spec import CompileLayer, kernel_label
 from sparkimg.store.content import Store
 
-LAYER_VERSION = "sparkimg-layer/1"
+LAYER_VERSION = "sparkimg-layer/2"  # 2: files dated LAYER_EPOCH, not the lock's epoch
+# The date of every file in a new layer: 1980-01-01, the earliest a zip holds (a compile layer
+# dates its wheels' members by its own source; the tar header adds nothing that moves).
+LAYER_EPOCH = ZIP_EPOCH
 # A wheel over this size gets a layer of its own (docs/reproducibility.md, "Layers sized for
 # reuse"): one large wheel changing then rewrites its own layer, not its neighbours'.
 SPLIT_BYTES = 64 << 20
@@ -63,19 +70,18 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
     """Write the image's new layers, config and manifest into the store; return its record.
     ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
     wheels); ``cache=False`` writes every layer again (``build --check``)."""
-    epoch = plan.lock.source_date_epoch
     media_type = oci.layer_media_type(base)
     written: list[oci.Layer] = []
     work_root = store.temp_dir("assemble.")
     try:
         for number, work in enumerate(_works(plan, records, store, scheme_of)):
             key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
-                             "epoch": epoch, "mediaType": media_type, **work.key_inputs})
+                             "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
             found = _cached_layer(store, key) if cache else None
             if found is None:
                 folder = work_root / str(number)
                 folder.mkdir()
-                found = layer_mod.write_layer(work.entries(folder), epoch=epoch, media_type=media_type,
+                found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
                                               created_by=work.created_by, store=store)
                 store.write_record(LAYERS, key, found.to_json())
                 report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
@@ -86,7 +92,8 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
             written.append(found)
     finally:
         layer_mod.clear(work_root)
-    config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=epoch, layers=written)
+    config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=plan.lock.source_date_epoch,
+                       layers=written)
     manifest = oci.manifest(base, config, written)
     record = oci.ImageRecord(sha256_prefixed(manifest), sha256_prefixed(config), base.media_type,
                              plan.lock.base.manifest_digest, tuple(written), layer_mod.COMPRESSOR,

@@ -2,7 +2,7 @@
 
 What is normalised, and why (docs/reproducibility.md has the table):
 - entries sorted by path; a directory before what it holds;
-- mtime = the lock's SOURCE_DATE_EPOCH; uid/gid 0 with empty uname/gname; modes explicit
+- mtime = the epoch given (assembly: a fixed date, never the lock's); uid/gid 0 with empty uname/gname; modes explicit
   (files 0644, or 0755 when any execute bit is set; directories 0755; links 0777);
 - one format, POSIX.1-2001 (pax) as Python's ``tarfile`` writes it, with no atime/ctime
   records (pax headers appear only for long or non-ASCII names);

@@ -1,0 +1,120 @@
+"""A moved wheel sends the engine one layer, on every load path (issue 36): the real image's
+commonest night is a new vLLM wheel on top of unchanged torch and CUDA wheels, and the engine
+holds the previous image. Three small PyPI wheels stand in for the 34 of layers/vllm-env.yaml.
+
+Before issue 36 a new layer's files were dated by the lock's epoch, which a fresh lock of a spec
+with no git source takes from the clock: the same pins then gave other layer bytes, and the
+engine was sent every layer again (the issue measured 31 of 32 at real size).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkimg.engine.protocol import Engine
+from sparkimg.events import Collected, Phase
+from tests.formats import spec_header
+
+from .helpers import own_podman_storage
+
+SPEC = spec_header("{name}", base="{base}", platform="native", image="sparkimg-test/{name}") + """\
+sources:
+  six:
+    pypi: six
+    version: "1.16.0"
+  idna:
+    pypi: idna
+    version: "3.7"
+  top:
+    pypi: packaging
+    version: "{top}"
+layers:
+  - name: six
+    kind: wheel
+    source: six
+  - name: idna
+    kind: wheel
+    source: idna
+  - name: top
+    kind: wheel
+    source: top
+"""
+
+
+def _sent(events: Collected) -> list[int]:
+    """The layers each load of the build sent the engine (one load per build)."""
+    return [int(e.figures["sent"] or 0) for e in events.of(Phase.ASSEMBLE) if "sent" in e.figures]
+
+
+@contextmanager
+def _path(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The load path under test: docker's pull from the loopback registry, ``docker load`` of an
+    archive (the registry withholds every blob, as a daemon that cannot reach it fails), or podman."""
+    if kind == "podman":
+        with own_podman_storage(tmp_path, monkeypatch):
+            monkeypatch.setenv("SPARKIMG_DOCKER", "podman")
+            yield
+        return
+    if kind == "archive":
+        from sparkimg.image import handoff
+
+        real = handoff.registry
+
+        @contextmanager
+        def withholding(manifest: bytes, manifest_digest: str, media_type: str, config_digest: str,
+                        blobs: dict[str, Path]) -> Any:
+            with real(manifest, manifest_digest, media_type, config_digest, {}) as got:
+                yield got
+        monkeypatch.setattr(handoff, "registry", withholding)
+    yield
+
+
+@pytest.mark.parametrize("kind", ["handoff", "archive", "podman"])
+def test_a_moved_wheel_sends_one_layer_and_a_fresh_lock_of_the_same_pins_sends_none(
+    kind: str, tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkimg import api
+
+    name = f"moved-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.yaml"
+    store = tmp_path / "store"
+    with _path(kind, tmp_path, monkeypatch):
+        spec.write_text(SPEC.format(name=name, base=demo_base, top="24.1"))
+        api.lock(spec, store=store)
+        events = Collected()
+        first = api.build(spec, store=store, report=events).result
+        assert _sent(events) == [3]
+
+        # The top wheel moves, as vLLM's does on most nights: the lock is made again from the old one.
+        spec.write_text(SPEC.format(name=name, base=demo_base, top="24.0"))
+        api.lock(spec, store=store)
+        events = Collected()
+        moved = api.build(spec, store=store, report=events).result
+        assert _sent(events) == [1], events.events
+        assert moved.oci is not None and first.oci is not None
+        assert moved.oci.layers[:2] == first.oci.layers[:2] and moved.oci.layers[2] != first.oci.layers[2]
+
+        # The same pins locked again from nothing, a second later (another node, a deleted lock): the
+        # lock's epoch moves with the clock, and no layer's bytes do; only the config is new.
+        lock = spec.with_name(spec.name + ".lock.json")
+        epoch = json.loads(lock.read_text())["source_date_epoch"]
+        lock.unlink()
+        time.sleep(max(0.0, epoch + 1.1 - time.time()))
+        api.lock(spec, store=store)
+        assert json.loads(lock.read_text())["source_date_epoch"] > epoch
+        events = Collected()
+        relocked = api.build(spec, store=store, report=events).result
+        assert relocked.oci is not None and relocked.oci.config_digest != moved.oci.config_digest
+        assert relocked.oci.layers == moved.oci.layers
+        assert _sent(events) == [0], events.events
+    if kind != "podman":  # podman's own storage is removed whole
+        for result in (first, moved, relocked):
+            engine.remove_image(result.image_ref)
