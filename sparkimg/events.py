@@ -7,10 +7,13 @@ object per line (``--json-logs``); the nightly job and tests collect them as dat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from sparkimg.formats.steps import Step
 
 Figure = int | float | str | bool | None
 
@@ -45,6 +48,10 @@ class Kind(StrEnum):
     LOG = "log"
     WARNING = "warning"
     DONE = "done"
+    # How far one long piece of work is (a download, a base pull): figures ``task`` (what it is,
+    # the same on each of its events), ``done`` and ``total`` (bytes; total may be None), and
+    # ``finished``. A terminal draws a bar, anything else gets a line every few seconds.
+    PROGRESS = "progress"
 
 
 @dataclass(frozen=True)
@@ -86,3 +93,56 @@ class Collected:
 
     def of(self, phase: Phase, kind: Kind | None = None) -> list[Event]:
         return [e for e in self.events if e.phase is phase and (kind is None or e.kind is kind)]
+
+
+@dataclass
+class Steps:
+    """The steps of a build in the order they finished, each timed by ``timed``."""
+
+    done: list[Step] = field(default_factory=list)
+
+    @contextmanager
+    def timed(self, name: str, layer: str | None = None) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.done.append(Step(name, round(time.monotonic() - started, 3), layer))
+
+
+PROGRESS_EVERY = 0.25  # seconds between two progress events of one task
+
+
+class Progress:
+    """Reports how far one long piece of work is, as ``Kind.PROGRESS`` events: at most every
+    ``PROGRESS_EVERY`` seconds, and once when it is done (the reporter decides what to draw)."""
+
+    def __init__(self, report: Reporter, phase: Phase, task: str, total: int | None = None,
+                 layer: str | None = None) -> None:
+        self.report, self.phase, self.task, self.total, self.layer = report, phase, task, total, layer
+        self.done, self.last = 0, time.monotonic()
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.done, self.total = done, total if total is not None else self.total
+        if time.monotonic() - self.last >= PROGRESS_EVERY:
+            self.last = time.monotonic()
+            self._tell(False)
+
+    def advance(self, count: int) -> None:
+        self.update(self.done + count)
+
+    def finish(self) -> None:
+        """The last event, whenever anything was told of the work (a pull whose engine told
+        nothing gets none)."""
+        if self.done or self.total:
+            self._tell(True)
+
+    def _tell(self, finished: bool) -> None:
+        of = f" of {_mib(self.total)}" if self.total else ""
+        self.report(Event(self.phase, f"{self.task}: {_mib(self.done)}{of}" + (" done" if finished else ""),
+                          self.layer, Kind.PROGRESS, {"task": self.task, "done": self.done, "total": self.total,
+                                                      "finished": finished}))
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MiB"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sparkimg import api
@@ -16,6 +16,7 @@ from sparkimg._internal.units import format_size
 from sparkimg.cli import render
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter
+from sparkimg.formats.steps import Step
 
 
 def _reporter(args: argparse.Namespace) -> Reporter:
@@ -100,7 +101,21 @@ def cmd_build(args: argparse.Namespace) -> int:
             m = record.metrics
             peak = format_size(m.peak_memory) if m.peak_memory else "?"
             render.line(f"  {name}: wall {m.wall_s:.1f} s, cpu {m.cpu_s or 0:.1f} s, peak {peak}, jobs {record.jobs}")
+    render.line(f"  steps: {steps_line(built.steps)}")
     return 0
+
+
+def steps_line(steps: Sequence[Step]) -> str:
+    """A build's steps on one line, in the order they ran: each compile named, the image's layers
+    counted under the assembly's wall time (they are written several at once; ``--json`` has each)."""
+    layers = sum(step.name == "assemble" and step.layer is not None for step in steps)
+    parts = []
+    for step in steps:
+        if step.name == "assemble" and step.layer is not None:
+            continue
+        name = f"{step.name} {step.layer}" if step.layer else step.name
+        parts.append(f"{name} {step.wall_s:.1f} s" + (f" ({layers} layers)" if step.name == "assemble" else ""))
+    return ", ".join(parts)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -369,6 +384,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                     f"{', '.join(entry.rebuilt) or 'nothing'}")
     for move in entry.moved:
         render.line(f"  {move.input} ({move.kind}): {move.before} -> {move.after}")
+    if entry.steps:
+        render.line(f"  steps: {steps_line(entry.steps)}")
     render.line(f"  report: {night.report_html}")
     return night.exit_code
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from sparkimg.errors import SparkimgError
@@ -39,14 +40,80 @@ def _write(stream: IO[str], parts: Sequence[Cell]) -> None:
     stream.flush()
 
 
+PROGRESS_LINE_S = 5.0  # seconds between two progress lines of one task, where no bar is drawn
+
+
+class _Lines:
+    """Progress as a plain line every ``PROGRESS_LINE_S`` per task, and its last one (a log file,
+    a pipe, ``--json-logs``): what a bar would redraw many times a second, said now and then."""
+
+    def __init__(self, write: Callable[[Event], None]) -> None:
+        self.write = write
+        self.last: dict[str, float] = {}
+
+    def __call__(self, event: Event) -> None:
+        task, now = str(event.figures.get("task")), time.monotonic()
+        if event.figures.get("finished"):
+            self.last.pop(task, None)
+        elif now - self.last.setdefault(task, now) < PROGRESS_LINE_S:
+            return
+        else:
+            self.last[task] = now
+        self.write(event)
+
+
+class _Bars:
+    """Progress as rich bars on a terminal, one per task (size, rate and ETA), gone when every task
+    is done; other lines written meanwhile appear above them (rich's live display takes stderr).
+    rich is imported at the first bar only."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                             TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        task, done, total = str(event.figures.get("task")), event.figures.get("done"), event.figures.get("total")
+        if task not in self.tasks:
+            if not self.tasks:
+                self.bars.start()
+            self.tasks[task] = self.bars.add_task(task, total=total if isinstance(total, int) else None)
+        self.bars.update(self.tasks[task], completed=done if isinstance(done, int) else 0,
+                         total=total if isinstance(total, int) else None)
+        if event.figures.get("finished"):
+            self.bars.remove_task(self.tasks.pop(task))
+            if not self.tasks:
+                self.bars.stop()
+
+
 class TerminalReporter:
-    """Events as lines a person reads; a tool's own output lines are dropped with ``--quiet``."""
+    """Events as lines a person reads; a tool's own output lines are dropped with ``--quiet``;
+    progress as bars on a terminal, else as a line every few seconds."""
 
     def __init__(self, *, quiet: bool = False) -> None:
         self.quiet = quiet
+        self.progress: Callable[[Event], None] | None = None
 
     def __call__(self, event: Event) -> None:
-        if event.kind is Kind.LOG:
+        if event.kind is Kind.PROGRESS:
+            if self.progress is None:
+                self.progress = _Bars() if _colour(sys.stderr) else _Lines(self._line)
+            self.progress(event)
+        else:
+            self._line(event)
+
+    def _line(self, event: Event) -> None:
+        if event.kind is Kind.LOG or event.kind is Kind.PROGRESS:
             if not self.quiet:
                 where = f"{event.layer}:{event.phase}" if event.layer else str(event.phase)
                 _write(sys.stderr, [(f"[{where}] ", "dim"), event.message])
@@ -57,9 +124,20 @@ class TerminalReporter:
 
 
 class JsonLinesReporter:
-    """One JSON object per event on stderr, for scripts and log collectors."""
+    """One JSON object per event on stderr, for scripts and log collectors (progress every few
+    seconds per task, and its last)."""
+
+    def __init__(self) -> None:
+        self.progress = _Lines(self._write)
 
     def __call__(self, event: Event) -> None:
+        if event.kind is Kind.PROGRESS:
+            self.progress(event)
+        else:
+            self._write(event)
+
+    @staticmethod
+    def _write(event: Event) -> None:
         sys.stderr.write(json.dumps(event.to_json(), sort_keys=True) + "\n")
         sys.stderr.flush()
 

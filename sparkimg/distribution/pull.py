@@ -19,7 +19,7 @@ from typing import Any
 from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
-from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.events import Event, Kind, Phase, Progress, Reporter, silent
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import sha256_prefixed
 from sparkimg.signing.keys import PublicKey
@@ -70,8 +70,10 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     diff_ids = oci.BaseImage(manifest, config).diff_ids
     pinned = f"{repository}@{manifest_digest}"
     report(Event(Phase.PULL, f"pull {pinned}"))
+    progress = Progress(report, Phase.PULL, f"pull {pinned}")
     try:
-        engine.pull(pinned)
+        engine.pull(pinned, progress.update)
+        progress.finish()
     except EngineError as exc:
         zstd = oci.OCI_LAYER_ZSTD.encode() in manifest
         raise PullRefused(f"{pinned}: the engine could not pull it: {exc.message}",

@@ -13,6 +13,7 @@ does not answer (stopped, broken client, timeout) is an ``EngineError`` (exit 3)
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from sparkimg.engine import socket_api as engine_api
 from sparkimg.engine.ownership import LEASE, OWNER_LABEL, alive, lease, owner
-from sparkimg.engine.protocol import ImageInfo, LogFn, Mount, RunLimits, RunResult, quiet
+from sparkimg.engine.protocol import ImageInfo, LogFn, Mount, PullProgress, RunLimits, RunResult, quiet
 from sparkimg.errors import EngineError
 from sparkimg.formats.canonical import loads
 
@@ -143,8 +144,48 @@ class DockerEngine:
             raise EngineError(f"{reference}: no such image in the engine")
         return info.labels
 
-    def pull(self, reference: str) -> None:
-        _run([self.client, "pull", "-q", reference])
+    def pull(self, reference: str, progress: PullProgress | None = None) -> None:
+        if progress is None or self.api_socket is None:
+            _run([self.client, "pull", "-q", reference])
+            return
+        self._pull_told(reference, progress)
+
+    def _pull_told(self, reference: str, progress: PullProgress, timeout: float = 3600) -> None:
+        """``POST /images/create`` with the client's credentials for the registry (``X-Registry-Auth``,
+        as the docker client sends them), reading the daemon's JSON stream as it comes: each layer's
+        downloaded bytes, summed, go to ``progress``; an error in the stream fails the pull."""
+        from urllib.parse import urlencode
+
+        name, _, digest = reference.partition("@")
+        query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
+        request = f"POST /images/create?{query}"
+        try:
+            status, lines = engine_api.http_lines(self.api_socket or "", "POST", f"/images/create?{query}",
+                                                   _registry_auth(name), timeout)
+            layers: dict[str, tuple[int, int]] = {}  # layer -> (received, size)
+            said = []
+            for line in lines:
+                message = loads(line) if line.strip() else {}
+                if not isinstance(message, dict):
+                    continue
+                if status not in (200, 201) or message.get("error") or message.get("errorDetail"):
+                    raise EngineError(f"pull {reference}: the engine refused: "
+                                      f"{message.get('error') or message.get('message') or line[:200]!r}")
+                said.append(message)
+                layer, detail = str(message.get("id") or ""), message.get("progressDetail") or {}
+                if message.get("status") == "Downloading" and isinstance(detail, dict) \
+                        and isinstance(detail.get("total"), int) and isinstance(detail.get("current"), int):
+                    layers[layer] = (detail["current"], detail["total"])
+                elif message.get("status") == "Download complete" and layer in layers:
+                    layers[layer] = (layers[layer][1], layers[layer][1])
+                else:
+                    continue
+                progress(sum(done for done, _ in layers.values()), sum(size for _, size in layers.values()))
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the container engine failed: {request} on {self.api_socket}: {exc}",
+                              hint=_NOT_RUNNING_HINT) from None
+        if status not in (200, 201):
+            raise EngineError(f"pull {reference}: the engine refused: {request} answered {status}")
 
     def tag(self, source: str, target: str) -> None:
         if self.api_socket is None:
@@ -400,3 +441,20 @@ def _streamed(status: int, body: str, refused: str, request: str, ok: tuple[int,
     if status not in ok:
         raise EngineError(f"{refused}: {request} answered {status}")
     return "\n".join(s for s in said if s)
+
+
+def _registry_auth(repository: str) -> dict[str, str]:
+    """The ``X-Registry-Auth`` header the docker client would send for ``repository``'s registry:
+    the credentials it finds in its config (helper, store or ``auths``), base64url JSON; none for
+    a registry it has none for (an anonymous pull)."""
+    import base64
+
+    from sparkimg._internal.net.registry import ImageRef, credentials
+
+    registry = ImageRef.parse(repository).registry
+    found = credentials(registry)
+    if found is None:
+        return {}
+    user, password = found
+    encoded = json.dumps({"username": user, "password": password, "serveraddress": registry}).encode()
+    return {"X-Registry-Auth": base64.urlsafe_b64encode(encoded).decode()}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg.engine.docker import DockerEngine, _call, _failed, _run
-from sparkimg.engine.protocol import RunLimits
+from sparkimg.engine.protocol import PullProgress, RunLimits
 from sparkimg.errors import EngineError
 
 
@@ -50,7 +50,8 @@ class PodmanEngine(DockerEngine):
         """podman pulls from the loopback registry itself (no daemon), told it speaks plain HTTP."""
         return True
 
-    def pull(self, reference: str) -> None:
+    def pull(self, reference: str, progress: PullProgress | None = None) -> None:
+        """podman's own pull (its progress is not streamed: it says it is pulling, then done)."""
         _run([self.client, "pull", "-q", *self._pull_flags(reference), reference])
 
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:

@@ -20,6 +20,9 @@ def quiet(layer: str, phase: str, line: str) -> None:
     return None
 
 
+PullProgress = Callable[[int, int | None], None]  # bytes received, bytes in all (None: not known yet)
+
+
 @dataclass(frozen=True)
 class Mount:
     """A bind mount; read-only unless ``writable``."""
@@ -88,7 +91,9 @@ class Engine(Protocol):
 
     def image_labels(self, reference: str) -> dict[str, str]: ...
 
-    def pull(self, reference: str) -> None: ...
+    def pull(self, reference: str, progress: PullProgress | None = None) -> None:
+        """Pull with the credentials the engine's client would use; ``progress(done, total)`` as
+        the engine tells the bytes it has received (a daemon's API stream), when given."""
 
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:
         """Pull with no credentials from a registry sparkimg itself serves on loopback."""

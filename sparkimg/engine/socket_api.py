@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparkimg._internal.fs.files import read_input
@@ -54,6 +55,37 @@ def http_call(socket_path: str, method: str, path: str, timeout: float = 60) -> 
     """One HTTP/1.0 request with no body (``POST /images/create``, ``DELETE /images/REF``)."""
     head = f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Length: 0\r\n\r\n"
     return _request(socket_path, head.encode(), None, timeout)
+
+
+def http_lines(socket_path: str, method: str, path: str, headers: dict[str, str], timeout: float = 60
+               ) -> tuple[int, Iterator[bytes]]:
+    """One HTTP/1.0 request with no body whose answer is read as it comes, a line at a time (the
+    JSON stream of ``POST /images/create``): (status, the body's lines). The socket closes when the
+    lines are read to the end, or when the iterator is dropped."""
+    import socket
+
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(socket_path)
+        sock.sendall(f"{method} {path} HTTP/1.0\r\nHost: docker\r\nContent-Length: 0\r\n{head}\r\n".encode())
+        reader = sock.makefile("rb")
+        status = reader.readline(8192).split()
+        while reader.readline(8192).strip():  # the answer's header lines
+            pass
+    except BaseException:
+        sock.close()
+        raise
+    if len(status) < 2 or not status[1].isdigit():
+        sock.close()
+        raise ValueError(f"not an HTTP response: {b' '.join(status)[:80]!r}")
+
+    def lines() -> Iterator[bytes]:
+        with sock, reader:
+            yield from reader
+
+    return int(status[1]), lines()
 
 
 def http_post_file(socket_path: str, path: str, body: Path, content_type: str,

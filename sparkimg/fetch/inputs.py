@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkimg.errors import EngineError, FetchError, ResolveError
-from sparkimg.events import Event, Phase, Reporter, silent
+from sparkimg.events import Event, Phase, Progress, Reporter, silent
 from sparkimg.source.retrieve import fetch_source
 from sparkimg.store.content import Store
 
@@ -95,8 +95,10 @@ def fetch_base(spec: Spec, lock: Lock, engine: Engine, *, report: Reporter = sil
     pinned = f"{base.repository}@{spec.base.digest or base.manifest_digest}"
     if engine.image_id(pinned) != base.config_digest:
         report(Event(Phase.FETCH, f"pull {pinned}"))
+        progress = Progress(report, Phase.FETCH, f"pull {pinned}")
         try:
-            engine.pull(pinned)
+            engine.pull(pinned, progress.update)
+            progress.finish()
         except EngineError as exc:
             raise FetchError(f"base: cannot pull {pinned}: {exc.message}",
                              hint="check the registry is reachable and still serves this digest") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sparkimg.errors import UsageError
+from sparkimg.formats.steps import Step
 
 ENTRY_SCHEMA = "sparkimg-nightly-entry/v1"
 REPORT_SCHEMA = "sparkimg-nightly-report/v1"
@@ -211,6 +212,7 @@ class Entry:
     lock_digest: str | None = None  # sha256 of the lock bytes this night built from
     known_good: bool = False
     schema: str = ENTRY_SCHEMA
+    steps: tuple[Step, ...] = ()  # what each step of the night took, in order (absent before issue 36)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "entry": self.entry, "spec": self.spec, "started": self.started,
@@ -220,7 +222,8 @@ class Entry:
                 "check": None if self.check is None else dict(self.check),
                 "verify": None if self.verify is None else dict(self.verify),
                 "image": None if self.image is None else self.image.to_json(), "receipt": self.receipt,
-                "lock_digest": self.lock_digest, "known_good": self.known_good}
+                "lock_digest": self.lock_digest, "known_good": self.known_good,
+                "steps": [step.to_json() for step in self.steps]}
 
     def marked(self, known_good: bool) -> Entry:
         return replace(self, known_good=known_good)
@@ -252,7 +255,15 @@ class Entry:
             None if image is None else ImageOut.from_json(image, where),
             _get(data, where, "receipt", str, "a path or null", null=True),
             _get(data, where, "lock_digest", str, "a digest or null", null=True),
-            bool(_get(data, where, "known_good", bool, "true or false")))
+            bool(_get(data, where, "known_good", bool, "true or false")),
+            steps=tuple(_step(s, where) for s in _get(data, where, "steps", list, "a list of steps", null=True) or []))
+
+
+def _step(data: Any, where: str) -> Step:
+    if not isinstance(data, dict) or not isinstance(data.get("step"), str) \
+            or not isinstance(data.get("wall_s"), (int, float)) or not isinstance(data.get("layer"), (str, type(None))):
+        raise _fail(where, "steps[]", "an object with step, layer and wall_s", data)
+    return Step.from_json(data)
 
 
 def history_item(entry: Entry) -> dict[str, Any]:
@@ -260,7 +271,19 @@ def history_item(entry: Entry) -> dict[str, Any]:
     return {"entry": entry.entry, "started": entry.started, "status": entry.status, "known_good": entry.known_good,
             "image_size_bytes": entry.image.size_bytes if entry.image else None,
             "layers": {layer.name: {"wall_s": layer.wall_s, "peak_memory_bytes": layer.peak_memory_bytes}
-                       for layer in entry.layers}}
+                       for layer in entry.layers},
+            "steps": step_totals(entry.steps)}
+
+
+def step_totals(steps: Sequence[Step]) -> dict[str, float]:
+    """Seconds per kind of step (a layer's compile and writing summed with the others'), for the
+    history's trend: which step grows night after night."""
+    totals: dict[str, float] = {}
+    for step in steps:
+        if step.name == "assemble" and step.layer is not None:
+            continue  # inside the assembly's own wall time (layers are written several at once)
+        totals[step.name] = round(totals.get(step.name, 0.0) + step.wall_s, 3)
+    return totals
 
 
 def report(entry: Entry, earlier: Sequence[Entry]) -> dict[str, Any]:
@@ -277,6 +300,7 @@ def report(entry: Entry, earlier: Sequence[Entry]) -> dict[str, Any]:
         "error": entry.error,
         "moved": [m.to_json() for m in entry.moved],
         "layers": [layer.report() for layer in entry.layers],
+        "steps": [step.to_json() for step in entry.steps],
         "check": None if entry.check is None else dict(entry.check),
         "verify": None if entry.verify is None else dict(entry.verify),
         "image": None if entry.image is None else entry.image.report(),
@@ -286,4 +310,4 @@ def report(entry: Entry, earlier: Sequence[Entry]) -> dict[str, Any]:
 
 
 REPORT_KEYS = ("schema", "spec", "entry", "started", "finished", "status", "failed_stage", "error", "moved",
-               "layers", "check", "verify", "image", "receipt", "history")
+               "layers", "steps", "check", "verify", "image", "receipt", "history")

@@ -15,12 +15,15 @@ puts the result into the engine.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sparkimg.errors import BuildError, FetchError
-from sparkimg.events import Event, Phase, Reporter
+from sparkimg.events import Event, Phase, Reporter, Steps
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import digest_of, hex_of, sha256_prefixed
 from sparkimg.formats.lockfile import PypiPin
@@ -40,6 +43,7 @@ LAYER_EPOCH = ZIP_EPOCH
 SPLIT_BYTES = 64 << 20
 LAYERS = "oci-layers"  # store records: a written layer by the key of its inputs
 IMAGES = "images"  # store records: an assembled image by its image key
+MAX_WRITERS = 4  # layers written at once, at most (bench/realsize.py)
 
 
 @dataclass(frozen=True)
@@ -66,31 +70,29 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
 
 
 def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
-             base: oci.BaseImage, report: Reporter, *, cache: bool = True) -> oci.ImageRecord:
+             base: oci.BaseImage, report: Reporter, *, cache: bool = True, steps: Steps | None = None
+             ) -> oci.ImageRecord:
     """Write the image's new layers, config and manifest into the store; return its record.
     ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
-    wheels); ``cache=False`` writes every layer again (``build --check``)."""
+    wheels); ``cache=False`` writes every layer again (``build --check``); ``steps`` times each layer.
+
+    The layers are independent work (each its own wheels, tar and blob), written ``writers()`` at a
+    time: inflating, hashing and writing let go of the GIL, so a second layer's gigabytes go while
+    the first's do; the image's layer order is the spec's whatever finishes first."""
     media_type = oci.layer_media_type(base)
-    written: list[oci.Layer] = []
+    works = _works(plan, records, store, _once(scheme_of))
     work_root = store.temp_dir("assemble.")
+    steps = steps or Steps()
+
+    def one(number: int) -> oci.Layer:
+        with steps.timed("assemble", works[number].name):
+            return _layer(works[number], work_root / str(number), media_type, store, report, cache=cache)
+
+    pool = ThreadPoolExecutor(max_workers=writers(len(works)), thread_name_prefix="layer")
     try:
-        for number, work in enumerate(_works(plan, records, store, scheme_of)):
-            key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
-                             "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
-            found = _cached_layer(store, key) if cache else None
-            if found is None:
-                folder = work_root / str(number)
-                folder.mkdir()
-                found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
-                                              created_by=work.created_by, store=store)
-                store.write_record(LAYERS, key, found.to_json())
-                report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} "
-                             f"({found.descriptor.size} bytes)", work.name,
-                             figures={"size": found.descriptor.size}))
-            else:
-                report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
-            written.append(found)
+        written = list(pool.map(one, range(len(works))))
     finally:
+        pool.shutdown(cancel_futures=True)  # a failed layer: those not started never start
         layer_mod.clear(work_root)
     config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=plan.lock.source_date_epoch,
                        layers=written)
@@ -103,6 +105,43 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
     if cache:
         store.write_record(IMAGES, plan.image.key, record.to_json())
     return record
+
+
+def writers(count: int) -> int:
+    """How many layers are written at once: one per core up to ``MAX_WRITERS``, no more than there
+    are layers. Each writer holds a few MiB (the read-ahead pieces), so memory does not bound it."""
+    return max(1, min(count, os.cpu_count() or 1, MAX_WRITERS))
+
+
+def _once(scheme_of: Callable[[], BaseScheme]) -> Callable[[], BaseScheme]:
+    """``scheme_of`` asked at most once, whichever layer's writer asks first (the others wait)."""
+    lock = threading.Lock()
+    found: list[BaseScheme] = []
+
+    def asked() -> BaseScheme:
+        with lock:
+            if not found:
+                found.append(scheme_of())
+            return found[0]
+    return asked
+
+
+def _layer(work: _Work, folder: Path, media_type: str, store: Store, report: Reporter, *, cache: bool) -> oci.Layer:
+    """One new layer: the store's, when a layer of the same inputs was written before (and
+    ``cache``), else written now into the store and recorded by the key of its inputs."""
+    key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
+                     "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
+    found = _cached_layer(store, key) if cache else None
+    if found is not None:
+        report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
+        return found
+    folder.mkdir()
+    found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
+                                  created_by=work.created_by, store=store)
+    store.write_record(LAYERS, key, found.to_json())
+    report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} ({found.descriptor.size} bytes)",
+                 work.name, figures={"size": found.descriptor.size}))
+    return found
 
 
 def labels(plan: Plan) -> dict[str, str]:

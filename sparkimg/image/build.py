@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkimg.engine.protocol import Engine
-from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.events import Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.oci import BaseImage, ImageRecord
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme
+from sparkimg.formats.steps import Step
 from sparkimg.image.bounds import Overrides, derive
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.lock.resolve import Lock
@@ -50,6 +51,7 @@ class BuildResult:
     engine: Mapping[str, str | None] = field(default_factory=dict)
     oci: ImageRecord | None = None
     loaded: bool = False  # nothing built: the store's image handed to an engine that had lost it
+    steps: tuple[Step, ...] = ()  # fetch, compile and assemble per layer, load: what each took
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,8 +60,16 @@ class BuildResult:
             "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
                                                   "config": self.oci.config_digest,
                                                   "diff_ids": [layer.diff_id for layer in self.oci.layers]},
-            "layers": [layer.to_json() for layer in self.plan.layers],
+            "layers": [{**layer.to_json(), "wall_s": self.layer_seconds(layer.name)} for layer in self.plan.layers],
         }
+
+    def layer_seconds(self, name: str) -> float | None:
+        """What this build spent on a spec layer (its compile, and the writing of its image layers;
+        "image": the load), or None when it spent nothing on it."""
+        found = [s.wall_s for s in self.steps if s.layer is not None
+                 and (s.layer == name or s.layer.startswith(name + "/"))] if name != "image" else \
+            [s.wall_s for s in self.steps if s.name in ("assemble", "load") and s.layer is None]
+        return round(sum(found), 3) if found else None
 
 
 def built_image(engine: Engine, spec: Spec, key: str) -> str | None:
@@ -148,14 +158,17 @@ def build(
     from sparkimg.fetch.inputs import fetch
     from sparkimg.image.assemble import image_record
 
+    steps = Steps()
     plan = compute(spec, lock, store, keyed=keyed)
-    fetched = fetch(spec, lock, store, engine, report=report)
+    with steps.timed("fetch"):
+        fetched = fetch(spec, lock, store, engine, report=report)
     # vLLM's own architecture selection, before any compile starts (answered from the store when
     # asked before): a collapse fails here in a second instead of at the audit hours later.
     if any(not plan.layer(layer.name).cached for layer in spec.layers if isinstance(layer, CompileLayer)):
         from sparkimg.source.preflight import run as run_preflight
 
-        run_preflight(spec, lock, store, report=report)
+        with steps.timed("preflight"):
+            run_preflight(spec, lock, store, report=report)
     assert fetched.base_tag is not None
     records: dict[str, LayerRecord] = {}
     built: list[str] = []
@@ -174,10 +187,11 @@ def build(
             from sparkimg.image.compile import compile_layer  # only when a layer compiles: a patch-only build skips it
 
             budget = derive(layer.bounds, overrides, layer=layer.name)
-            records[layer.name] = record = compile_layer(
-                spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
-                store, engine, budget, report, fetched.blobs,
-            )
+            with steps.timed("compile", layer.name):
+                records[layer.name] = record = compile_layer(
+                    spec, lock, layer, planned, fetched.blobs[layer.source], lock.base.config_digest,
+                    store, engine, budget, report, fetched.blobs,
+                )
             report(Event(Phase.COMPILE, f"compile {layer.name}: built in {record.metrics.wall_s:.1f} s",
                          layer.name, Kind.DONE, {**record.metrics.to_json(), "jobs": record.jobs}))
         built.append(layer.name)
@@ -187,11 +201,11 @@ def build(
         oci_record = image_record(store, image.key)
         if oci_record is not None:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}: built meanwhile by another build", "image"))
-            image_id = into_engine(plan, oci_record, fetched.base_tag, store, engine, report)
+            image_id = into_engine(plan, oci_record, fetched.base_tag, store, engine, report, steps=steps)
             builder = None
         else:
             report(Event(Phase.ASSEMBLE, f"assemble {plan.image_ref}", "image"))
-            oci_record, image_id = assemble_and_load(plan, fetched.base_tag, records, store, engine, report)
+            oci_record, image_id = assemble_and_load(plan, fetched.base_tag, records, store, engine, report, steps)
             builder = BUILDER
             built.append("image")
     # A layer another build finished while this one waited is reported as cached, as it was not rebuilt.
@@ -200,7 +214,8 @@ def build(
         for layer in plan.layers))
     remember(plan, store)
     return BuildResult(plan, plan.image_ref, image_id, tuple(built), records, builder, started, time.time(),
-                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record)
+                       blobs=dict(fetched.blobs), engine=_engine_info(engine, builder), oci=oci_record,
+                       steps=tuple(steps.done))
 
 
 def _matching(record: ImageRecord | None, image_id: str) -> ImageRecord | None:
@@ -212,19 +227,21 @@ def _matching(record: ImageRecord | None, image_id: str) -> ImageRecord | None:
 
 
 def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, engine: Engine,
-                      report: Reporter) -> tuple[ImageRecord, str]:
+                      report: Reporter, steps: Steps) -> tuple[ImageRecord, str]:
     """Write the image into the store (``assemble``) and load it into the engine; the record and
     the engine's name for the image."""
     from sparkimg.fetch.inputs import base_image
     from sparkimg.image.assemble import assemble
 
     base = base_image(plan.lock, store, report=report)
-    record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report)
-    return record, into_engine(plan, record, base_tag, store, engine, report, base)
+    with steps.timed("assemble"):
+        record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report,
+                          steps=steps)
+    return record, into_engine(plan, record, base_tag, store, engine, report, base, steps=steps)
 
 
 def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, engine: Engine,
-                report: Reporter, base: BaseImage | None = None) -> str:
+                report: Reporter, base: BaseImage | None = None, *, steps: Steps) -> str:
     """The engine's ID of ``record`` under the plan's tag: loaded from the store unless the engine
     holds that very image already (the store's record was made again for an image it kept)."""
     from sparkimg.fetch.inputs import base_image
@@ -237,7 +254,8 @@ def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, en
     previous = (store.read_record("state", plan.spec.name) or {}).get("image")
     known = [base_tag] + ([previous] if isinstance(previous, str) else [])
     base = base or base_image(plan.lock, store, report=report)
-    return load_image(engine, store, record, base, plan.image_ref, known, report).image_id
+    with steps.timed("load"):
+        return load_image(engine, store, record, base, plan.image_ref, known, report).image_id
 
 
 def _load_again(plan: Plan, store: Store, engine: Engine, record: ImageRecord, started: float,
@@ -249,13 +267,15 @@ def _load_again(plan: Plan, store: Store, engine: Engine, record: ImageRecord, s
     spec, lock = plan.spec, plan.lock
     report(Event(Phase.ASSEMBLE, f"{plan.image_ref}: in the store, not in the engine; loading it again, "
                  "nothing built", "image"))
-    fetched = fetch(spec, lock, store, engine, report=report)
+    steps = Steps()
+    with steps.timed("fetch"):
+        fetched = fetch(spec, lock, store, engine, report=report)
     assert fetched.base_tag is not None
-    image_id = into_engine(plan, record, fetched.base_tag, store, engine, report)
+    image_id = into_engine(plan, record, fetched.base_tag, store, engine, report, steps=steps)
     remember(plan, store)
     return BuildResult(plan, plan.image_ref, image_id, records=compile_records(plan, store), started=started,
                        finished=time.time(), blobs=dict(fetched.blobs), engine=_engine_info(engine, BUILDER),
-                       oci=record, loaded=True)
+                       oci=record, loaded=True, steps=tuple(steps.done))
 
 
 def base_scheme_of(engine: Engine, base_tag: str, plan: Plan, store: Store) -> BaseScheme:

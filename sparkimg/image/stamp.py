@@ -83,13 +83,17 @@ class Stamp:
     events: list[dict[str, Any]]  # what it reported, as Event.to_json
 
     @classmethod
-    def of(cls, ctx: dict[str, Any], files: Iterable[Path], links: Iterable[Path], image: dict[str, str],
-           output: dict[str, Any], events: list[dict[str, Any]], *, started_ns: int) -> Stamp | None:
-        """The stamp, or None when a file changed so close to ``started_ns`` (the build's start) that
-        the build may have read it before the change: such a stamp could vouch for unread bytes."""
-        paths = sorted({str(Path(p).absolute()) for p in files})
+    def of(cls, ctx: dict[str, Any], inputs: Iterable[Path], outputs: Iterable[Path], links: Iterable[Path],
+           image: dict[str, str], output: dict[str, Any], events: list[dict[str, Any]], *,
+           started_ns: int) -> Stamp | None:
+        """The stamp, or None when an input changed so close to ``started_ns`` (the build's start)
+        that the build may have read it before the change: such a stamp could vouch for unread
+        bytes. ``outputs`` (the receipt, the store's records and blobs: written whole, by rename)
+        are stamped as the build left them, however recent."""
+        read = {str(Path(p).absolute()) for p in inputs}
+        paths = sorted(read | {str(Path(p).absolute()) for p in outputs})
         stats = {p: identity(Path(p)) for p in paths}
-        if any(st is not None and max(st[2], st[3]) >= started_ns - RACY_NS for st in stats.values()):
+        if any(st is not None and max(st[2], st[3]) >= started_ns - RACY_NS for p, st in stats.items() if p in read):
             return None
         written = sorted({str(Path(p).absolute()) for p in links})
         return cls(ctx, [[p, st] for p, st in stats.items()], [[p, os.path.realpath(p)] for p in written], image,
@@ -152,9 +156,10 @@ def forget(path: Path) -> None:
 def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine, result: BuildResult, *,
               receipt_file: Path, statement_file: Path, sbom_file: Path, output: dict[str, Any], said: list[Any],
               started_ns: int, key: Path | None, receipt: Path | None, record_host: bool) -> None:
-    """After a no-op build of the spec's own lock: stamp what it read (the store's image record and
-    blobs among it) and said, so the next one is answered in milliseconds; forget the stamp when
-    the build cannot be stamped (no image, no store record)."""
+    """After a build of the spec's own lock: stamp what it read and wrote (the store's image record
+    and blobs among it) and what the next no-op says (``output``, ``said``), so that one is
+    answered in milliseconds; forget the stamp when the build cannot be stamped (no image, no
+    store record, an input changed as it started)."""
     from sparkimg._internal.locations import docker_config
     from sparkimg.formats.canonical import hex_of
     from sparkimg.image.assemble import IMAGES
@@ -164,10 +169,10 @@ def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine,
     if result.image_id is None or oci is None:
         forget(where)
         return
-    files = [spec.path, lock.path, receipt_file, statement_file, sbom_file,
-             store.record_path(IMAGES, result.plan.image.key), docker_config(), *own_code(),
-             *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
-                                                        *(layer.descriptor.digest for layer in oci.layers)))]
+    files = [spec.path, lock.path, docker_config(), *own_code()]
+    outputs = [receipt_file, statement_file, sbom_file, store.record_path(IMAGES, result.plan.image.key),
+               *(store.blob(hex_of(digest)) for digest in (oci.manifest_digest, oci.config_digest,
+                                                          *(layer.descriptor.digest for layer in oci.layers)))]
     links = [spec.path, lock.path]
     for source in spec.sources.values():
         if isinstance(source, PathSource):
@@ -184,7 +189,7 @@ def keep_noop(where: Path, spec: Spec, lock: Lock, store: Store, engine: Engine,
     image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
              "socket": engine.api_socket or "", "client": engine.client}
     ctx = context(store.root, key=key, receipt=receipt, record_host=record_host)
-    made = Stamp.of(ctx, files, links, image, output, [e.to_json() for e in said], started_ns=started_ns)
+    made = Stamp.of(ctx, files, outputs, links, image, output, [e.to_json() for e in said], started_ns=started_ns)
     if made is None:
         forget(where)
     else:

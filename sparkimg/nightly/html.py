@@ -44,6 +44,7 @@ code{font:12px ui-monospace,"DejaVu Sans Mono",monospace}
 .error{background:#fff5f5;border-left:4px solid #c92a2a;padding:8px 12px;margin:12px 0;white-space:pre-wrap;
 overflow-wrap:anywhere}
 .s-rebuilt{color:#2b8a3e;font-weight:600}.s-reused{color:#868e96}.s-failed{color:#c92a2a;font-weight:600}
+.longest{font-weight:700}
 .s-skipped{color:#e67700}
 .ok{color:#2b8a3e;font-weight:600}.bad{color:#c92a2a;font-weight:600}
 figure{margin:12px 0}figcaption{font-weight:600;margin-bottom:4px}figure svg{max-width:100%;height:auto}
@@ -59,7 +60,8 @@ def render(report: Mapping[str, Any]) -> str:
                          f"expected {SCHEMA!r}", hint="render the report.json the nightly job wrote")
     title = f"sparkimg nightly: {_clean(report.get('spec'))} {_clean(report.get('entry'))}"
     body = [_header(report), _moved(_items(report.get("moved"))), _layers(_items(report.get("layers"))),
-            _outcome(report), _history(_items(report.get("history"))), _plots(report)]
+            _steps(_items(report.get("steps"))), _outcome(report), _history(_items(report.get("history"))),
+            _plots(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
@@ -225,6 +227,30 @@ def _objects(layers: list[Mapping[str, Any]]) -> str:
     return "".join(f"\n{p}" for p in parts)
 
 
+def _steps(steps: list[Mapping[str, Any]]) -> str:
+    """Each step of the night with its time, in the order they ran, the longest marked: where the
+    night's time went (a layer's writing is inside the assembly's time: layers are written at once)."""
+    if not steps:
+        return ""
+    longest = max((plots.number(s.get("wall_s")) or 0.0 for s in steps if not _inside(s)), default=0.0)
+    rows = []
+    for step in steps:
+        seconds = plots.number(step.get("wall_s")) or 0.0
+        inside = _inside(step)
+        mark = " class=\"longest\"" if seconds == longest > 0 and not inside else ""
+        layer = step.get("layer")
+        name = _esc(step.get("step"), 40) + ("" if layer is None else f" <code>{_esc(layer, 300)}</code>")
+        rows.append(f"<tr><td{MUTED if inside else ''}>{name}</td>"
+                    f"<td class=\"n\"><span{mark}>{_seconds(step.get('wall_s'))}</span></td></tr>")
+    return "<h2>Steps</h2>\n" + _table({"step": 80, "wall": 20}, rows)
+
+
+def _inside(step: Mapping[str, Any]) -> bool:
+    """A layer's writing: counted in the assembly's wall time."""
+    return step.get("step") == "assemble" and step.get("layer") is not None
+
+
+MUTED = " class=\"muted\""
 _NOT_RUN = "<span class=\"muted\">not run</span>"
 
 

@@ -26,6 +26,7 @@ from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import pretty, sha256_prefixed
 from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCost, report
+from sparkimg.formats.steps import Step
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
@@ -102,6 +103,7 @@ class _Progress:
     lock_bytes: bytes | None = None
     receipt_bytes: bytes | None = None
     verify: dict[str, Any] | None = None
+    steps: list[Step] = field(default_factory=list)  # each stage's time; the build's own steps in its place
     stage: str = "resolve"  # the stage under way: where an unforeseen error is recorded
 
 
@@ -152,7 +154,8 @@ def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = s
         entry = Entry(entry_id, spec.path.name, rfc3339(started), rfc3339(time.time()), status,  # type: ignore[arg-type]
                       stage, error, tuple(progress.moved), tuple(progress.layers), progress.check, progress.verify,
                       progress.image, progress.receipt,
-                      sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None)
+                      sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None,
+                      steps=tuple(progress.steps))
         drift = report_of(entry, state)
         files = {"report.json": pretty(drift), "report.html": render_html(drift, tell).encode()}
         if progress.lock_bytes is not None:
@@ -240,7 +243,13 @@ def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Sto
 
     def _stage(name: str, work: Callable[[], Any]) -> Any:
         progress.stage = name
-        return _run_stage(name, work)
+        started = time.monotonic()
+        try:
+            return _run_stage(name, work)
+        finally:
+            if name != "build":  # the build's own steps (fetch, compile, ..., sign) say where its time went
+                # The night's "sign" stage verifies what the build signed.
+                progress.steps.append(Step("verify" if name == "sign" else name, round(time.monotonic() - started, 3)))
     current, candidate, changes = _stage("resolve", lambda: _resolve(spec, store, tell))
     progress.moved = [details(change, spec, store) for change in changes]
     raw = pretty(candidate.to_json())
@@ -262,6 +271,7 @@ def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Sto
         progress.layers = _failed_rows(spec, changed, said)
         raise
     progress.layers = _rows(spec, changed, built)
+    progress.steps.extend(built.steps)
     if built.receipt is None:
         raise _Failed("sign", built.receipt_error or "no receipt was written")
     progress.receipt = str(built.receipt.path)

@@ -8,12 +8,13 @@ gathers what they made into one frozen ``Built``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sparkimg.errors import SparkimgError
-from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
+from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
+from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
 from sparkimg.image.bounds import Overrides
 from sparkimg.image.build import BuildResult, described
@@ -57,12 +58,19 @@ class Built:
     prewarm: PrewarmResult | None = None
     check: CheckReport | None = None
     receipt_error: str | None = None  # why ``receipt`` is None
+    after: tuple[Step, ...] = ()  # check, prewarm, SBOM and signing: what each took
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every step of the build, in the order they ran, each with its time."""
+        return (*self.result.steps, *self.after)
 
     def to_json(self) -> dict[str, Any]:
         out = {**self.result.to_json(), "receipt": str(self.receipt.path) if self.receipt else None,
                "sbom": str(sbom_path(self.receipt.path)) if self.receipt else None,
                "signed": bool(self.receipt and self.receipt.signed),
-               "prewarm": self.prewarm.to_json() if self.prewarm else None}
+               "prewarm": self.prewarm.to_json() if self.prewarm else None,
+               "steps": [step.to_json() for step in self.steps]}
         if self.receipt_error is not None:
             out["receipt_error"] = self.receipt_error
         if self.check is not None:
@@ -98,38 +106,57 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
     key = signing_key(options.key)
     engine = engine_of(store)
     result = build_image(spec, lock, store, engine, overrides, report=tell, keyed=keyed)
+    steps = Steps()
     if not result.built and not has_statement(result, store):
         result = described(result, store, engine, tell)  # the receipt is written again: in full
-    checked = check_built(result, store, engine, overrides, tell) if options.check else None
-    warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell) \
-        if options.prewarm is not None else None
+    checked = warmed = None
+    if options.check:
+        with steps.timed("check"):
+            checked = check_built(result, store, engine, overrides, tell)
+    if options.prewarm is not None:
+        with steps.timed("prewarm"):
+            warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell)
     receipt_file = options.receipt or default_path(result)
     try:
-        sbom = made_sbom(result, store, key, receipt_file, tell)
-        emitted = emit(result, store, key, path=receipt_file, record_host=options.record_host,
-                       prewarm=warmed[1] if warmed else None, sbom=sbom,
-                       check=checked.to_receipt() if checked is not None else None)
+        with steps.timed("sbom"):
+            sbom = made_sbom(result, store, key, receipt_file, tell)
+        with steps.timed("sign"):
+            emitted = emit(result, store, key, path=receipt_file, record_host=options.record_host,
+                           prewarm=warmed[1] if warmed else None, sbom=sbom,
+                           check=checked.to_receipt() if checked is not None else None)
     except SparkimgError as exc:
         if checked is None:
             raise
         # ``--check`` answers whether two builds agree; a receipt it could not update is a warning beside it.
         tell(Event(Phase.RECEIPT, f"receipt not written: {exc}", kind=Kind.WARNING))
-        return Built(result, None, warmed[0] if warmed else None, checked, receipt_error=str(exc))
-    if emitted.signed:
-        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
-                   + ("" if emitted.written else " (unchanged)")))
-    else:
-        tell(Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
-                   "(create one with `sparkimg keygen`)", kind=Kind.WARNING))
-    built = Built(result, emitted, warmed[0] if warmed else None, checked)
+        return Built(result, None, warmed[0] if warmed else None, checked, receipt_error=str(exc),
+                     after=tuple(steps.done))
+    tell(_receipt_said(emitted, unchanged=not emitted.written))
+    built = Built(result, emitted, warmed[0] if warmed else None, checked, after=tuple(steps.done))
     where = stamp.location(store.root, spec.path)
-    if emitted.written or result.built or options.prewarm is not None or options.check \
-            or options.lock is not None:
-        stamp.forget(where)  # only a no-op of the spec's own lock is stamped
-    else:
-        stamp.keep_noop(where, spec, lock, store, engine, result, receipt_file=emitted.path,
-                        statement_file=store.record_path(RECORDS, result.plan.image.key),
-                        sbom_file=sbom_path(emitted.path),
-                        output=built.to_json(), said=said, started_ns=started_ns, key=options.key,
-                        receipt=options.receipt, record_host=options.record_host)
+    if options.prewarm is not None or options.check or options.lock is not None:
+        stamp.forget(where)  # only a build of the spec's own lock is stamped, and only a plain one
+        return built
+    # The stamp holds what the next build, a no-op, says: this one's words when it was a no-op;
+    # after a build that built (or wrote its receipt), the no-op's (nothing built, the receipt
+    # unchanged), so the first no-op after a build is answered in milliseconds too.
+    noop = built if not (emitted.written or result.built) else Built(
+        replace(result, plan=result.plan.all_cached(), built=(), loaded=False, steps=()), emitted,
+        after=built.after)
+    noop_said = said if noop is built else [
+        *(e for e in said if e.phase is Phase.SPEC), _receipt_said(emitted, unchanged=True)]
+    stamp.keep_noop(where, spec, lock, store, engine, result, receipt_file=emitted.path,
+                    statement_file=store.record_path(RECORDS, result.plan.image.key),
+                    sbom_file=sbom_path(emitted.path),
+                    output=noop.to_json(), said=noop_said, started_ns=started_ns, key=options.key,
+                    receipt=options.receipt, record_host=options.record_host)
     return built
+
+
+def _receipt_said(emitted: Emitted, *, unchanged: bool) -> Event:
+    """What a build says of its receipt (a no-op: "unchanged")."""
+    if emitted.signed:
+        return Event(Phase.RECEIPT, f"receipt {emitted.path} signed by {emitted.keyid and emitted.keyid[:16]}"
+                     + (" (unchanged)" if unchanged else ""))
+    return Event(Phase.RECEIPT, f"receipt {emitted.path} is NOT signed; pass --key or set SPARKIMG_KEY "
+                 "(create one with `sparkimg keygen`)", kind=Kind.WARNING)

@@ -4,7 +4,6 @@ an archive of its mirror. What the fetch stage and the preflight read sources th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +11,7 @@ from urllib.parse import unquote, urlparse
 
 from sparkimg._internal.fs import tree as _tree
 from sparkimg.errors import FetchError, ResolveError
-from sparkimg.events import Event, Kind, Phase, Reporter, silent
+from sparkimg.events import Event, Phase, Progress, Reporter, silent
 from sparkimg.formats.lockfile import PathPin, PypiPin, SourcePin
 from sparkimg.store.content import CHUNK, Store
 
@@ -51,25 +50,19 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     return digest
 
 
-PROGRESS_S = 5.0  # seconds between two progress lines of one download
-
-
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):,.1f} MiB"
 
 
 def _progress(chunks: Iterator[bytes], filename: str, size: int | None, report: Reporter) -> Iterator[bytes]:
-    """``chunks``, with a line every ``PROGRESS_S`` on how far the download is (a vLLM or torch
-    wheel is gigabytes: minutes with nothing said otherwise)."""
-    received, last = 0, time.monotonic()
+    """``chunks``, reporting how far the download is (a vLLM or torch wheel is gigabytes: minutes
+    with nothing said otherwise): a bar with size, rate and ETA on a terminal, a line every few
+    seconds elsewhere (``events.Progress``)."""
+    progress = Progress(report, Phase.FETCH, f"download {filename}", size)
     for chunk in chunks:
-        received += len(chunk)
-        if time.monotonic() - last >= PROGRESS_S:
-            last = time.monotonic()
-            of = f" of {_mib(size)}" if size else ""
-            report(Event(Phase.FETCH, f"download {filename}: {_mib(received)}{of}", kind=Kind.LOG,
-                         figures={"bytes": received, **({"size": size} if size else {})}))
+        progress.advance(len(chunk))
         yield chunk
+    progress.finish()
 
 
 def _bounded(chunks: Iterator[bytes], size: int | None, url: str) -> Iterator[bytes]:

@@ -1,6 +1,7 @@
 """A moved wheel sends the engine one layer, on every load path (issue 36): the real image's
 commonest night is a new vLLM wheel on top of unchanged torch and CUDA wheels, and the engine
-holds the previous image. Three small PyPI wheels stand in for the 34 of layers/vllm-env.yaml.
+holds the previous image. Three small PyPI wheels (on a wheel of the run's own) stand in for the
+34 of layers/vllm-env.yaml.
 
 Before issue 36 a new layer's files were dated by the lock's epoch, which a fresh lock of a spec
 with no git source takes from the clock: the same pins then gave other layer bytes, and the
@@ -25,8 +26,16 @@ from tests.formats import spec_header
 
 from .helpers import own_podman_storage
 
+# A wheel of this run's own (a compile layer at the bottom): every layer's chain above it is new to
+# the engine, however many earlier runs loaded the same PyPI wheels, so "sent" counts are exact.
+OWN = ("python3 -c \"import sys, zipfile; z = zipfile.ZipFile('/out/own-0-py3-none-any.whl', 'w'); "
+       "[z.writestr(n, d) for n, d in [('own.py', sys.argv[1]), ('own-0.dist-info/METADATA', 'Metadata-Version: 2.1"
+       "\\nName: own\\nVersion: 0\\n'), ('own-0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\n"
+       "Tag: py3-none-any\\n'), ('own-0.dist-info/RECORD', '')]]\" {name}")
 SPEC = spec_header("{name}", base="{base}", platform="native", image="sparkimg-test/{name}") + """\
 sources:
+  own:
+    path: own
   six:
     pypi: six
     version: "1.16.0"
@@ -37,6 +46,13 @@ sources:
     pypi: packaging
     version: "{top}"
 layers:
+  - name: own
+    kind: compile
+    source: own
+    command: {command}
+    memory: 1g
+    job_memory: 256m
+    pids: 256
   - name: six
     kind: wheel
     source: six
@@ -85,22 +101,26 @@ def test_a_moved_wheel_sends_one_layer_and_a_fresh_lock_of_the_same_pins_sends_n
 
     name = f"moved-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "spec.yaml"
+    (tmp_path / "own").mkdir()
     store = tmp_path / "store"
+
+    def text(top: str) -> str:
+        return SPEC.format(name=name, base=demo_base, top=top, command=json.dumps(OWN.format(name=name)))
     with _path(kind, tmp_path, monkeypatch):
-        spec.write_text(SPEC.format(name=name, base=demo_base, top="24.1"))
+        spec.write_text(text("24.1"))
         api.lock(spec, store=store)
         events = Collected()
         first = api.build(spec, store=store, report=events).result
-        assert _sent(events) == [3]
+        assert _sent(events) == [4]
 
         # The top wheel moves, as vLLM's does on most nights: the lock is made again from the old one.
-        spec.write_text(SPEC.format(name=name, base=demo_base, top="24.0"))
+        spec.write_text(text("24.0"))
         api.lock(spec, store=store)
         events = Collected()
         moved = api.build(spec, store=store, report=events).result
         assert _sent(events) == [1], events.events
         assert moved.oci is not None and first.oci is not None
-        assert moved.oci.layers[:2] == first.oci.layers[:2] and moved.oci.layers[2] != first.oci.layers[2]
+        assert moved.oci.layers[:3] == first.oci.layers[:3] and moved.oci.layers[3] != first.oci.layers[3]
 
         # The same pins locked again from nothing, a second later (another node, a deleted lock): the
         # lock's epoch moves with the clock, and no layer's bytes do; only the config is new.

@@ -202,7 +202,7 @@ class RegistryClient:
 
     def _authorization(self, ref: ImageRef, challenge: str, scope: str) -> str:
         if challenge.lower().startswith("basic"):
-            found = _credentials(ref.registry)
+            found = credentials(ref.registry)
             if found is None:
                 raise ResolveError(f"{ref.registry}: asks for a login", hint="log in with `docker login`")
             return "Basic " + base64.b64encode(f"{found[0]}:{found[1]}".encode()).decode()
@@ -219,7 +219,7 @@ class RegistryClient:
         fields.setdefault("scope", f"repository:{ref.repository}:{scope}")
         import requests
 
-        auth = _credentials(ref.registry)
+        auth = credentials(ref.registry)
         try:
             response = request(self.session, "GET", realm, params=fields, auth=auth, timeout=self.timeout)
         except requests.RequestException as exc:
@@ -267,7 +267,7 @@ def _pick(index: dict[str, Any], platform: str, what: str) -> str:
     raise ResolveError(f"{what} has no {platform} image (offers {', '.join(offered) or 'nothing'})")
 
 
-def _credentials(registry: str) -> tuple[str, str] | None:
+def credentials(registry: str) -> tuple[str, str] | None:
     """Basic credentials for ``registry`` from the Docker config, as the docker client finds them:
     its credential helper for that registry (``credHelpers``), else its store (``credsStore``),
     else the ``auths`` entry. A config or entry that cannot be read gives none (anonymous)."""

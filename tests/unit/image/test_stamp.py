@@ -43,10 +43,11 @@ def _made(root: Path, image: dict[str, str]) -> stamp.Stamp:
     if not (root / "tree").exists():
         (root / "tree").symlink_to("real")
     (root / "spec.yaml").write_text("name: x\n")
+    (root / "receipt.json").write_text("{}")
     files = [root / "spec.yaml", *stamp.tree(root / "tree"), root / "gone"]
     later = time.time_ns() + 10 * stamp.RACY_NS  # a build that started well after the files were written
-    made = stamp.Stamp.of(_context(root), files, [root / "tree"], image, {"image": {"id": image["id"]}}, [],
-                          started_ns=later)
+    made = stamp.Stamp.of(_context(root), files, [root / "receipt.json"], [root / "tree"], image,
+                          {"image": {"id": image["id"]}}, [], started_ns=later)
     assert made is not None
     return made
 
@@ -95,8 +96,21 @@ def test_any_change_breaks_the_stamp(tmp_path: Path, engine: dict[str, str], cha
 
 def test_a_file_changed_as_the_build_started_is_never_stamped(tmp_path: Path, engine: dict[str, str]) -> None:
     (tmp_path / "spec.yaml").write_text("name: x\n")
-    assert stamp.Stamp.of(_context(tmp_path), [tmp_path / "spec.yaml"], [], engine, {}, [],
+    assert stamp.Stamp.of(_context(tmp_path), [tmp_path / "spec.yaml"], [], [], engine, {}, [],
                           started_ns=time.time_ns()) is None
+
+
+def test_what_the_build_wrote_itself_is_stamped_however_recent(tmp_path: Path, engine: dict[str, str]) -> None:
+    """The receipt and the store's records are the build's own output, written whole by rename: a
+    build that built something stamps them as it left them, so its first no-op is answered too."""
+    (tmp_path / "spec.yaml").write_text("name: x\n")
+    started = time.time_ns() + 10 * stamp.RACY_NS  # the spec was read well before
+    (tmp_path / "receipt.json").write_text("{}")
+    made = stamp.Stamp.of(_context(tmp_path), [tmp_path / "spec.yaml"], [tmp_path / "receipt.json"], [], engine, {},
+                          [], started_ns=started)
+    assert made is not None and made.holds(_context(tmp_path))
+    (tmp_path / "receipt.json").write_text("{}")  # written again, the same bytes: the stamp no longer holds
+    assert not made.holds(_context(tmp_path))
 
 
 def test_an_image_gone_or_retagged_breaks_the_stamp(tmp_path: Path, engine: dict[str, str]) -> None:

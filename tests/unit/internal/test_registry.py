@@ -111,13 +111,13 @@ def _helper(folder: Path, name: str, server: str, answer: str) -> None:
     script.chmod(0o755)
 
 
-def test_credentials_come_from_the_helper_the_store_or_auths(tmp_path: Path,
+def testcredentials_come_from_the_helper_the_store_or_auths(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """As the docker client: credHelpers for the registry, else credsStore, else auths; a helper that
     has nothing, or an entry that is not base64, gives no credentials rather than an error."""
     import base64
 
-    from sparkimg._internal.net.registry import _credentials
+    from sparkimg._internal.net.registry import credentials
 
     bin_dir, config = tmp_path / "bin", tmp_path / "docker"
     config.mkdir()
@@ -132,11 +132,11 @@ def test_credentials_come_from_the_helper_the_store_or_auths(tmp_path: Path,
 
     configure({"credsStore": "store", "credHelpers": {"10.0.0.1:5000": "pass"},
                "auths": {"10.0.0.2:5000": {"auth": plain}, "10.0.0.3:5000": {"auth": "%%%"}}})
-    assert _credentials("127.0.0.1:5000") == ("u", "s")
-    assert _credentials("10.0.0.1:5000") == ("p", "q")  # its own helper, asked with the https:// name
-    assert _credentials("10.0.0.2:5000") == ("a", "b")  # the store has none: auths
-    assert _credentials("10.0.0.3:5000") is None
+    assert credentials("127.0.0.1:5000") == ("u", "s")
+    assert credentials("10.0.0.1:5000") == ("p", "q")  # its own helper, asked with the https:// name
+    assert credentials("10.0.0.2:5000") == ("a", "b")  # the store has none: auths
+    assert credentials("10.0.0.3:5000") is None
     configure({"credsStore": "../../bin/sh", "auths": {"127.0.0.1:5000": {"auth": plain}}})
-    assert _credentials("127.0.0.1:5000") == ("a", "b")  # no helper outside PATH's docker-credential-*
+    assert credentials("127.0.0.1:5000") == ("a", "b")  # no helper outside PATH's docker-credential-*
     configure(["not", "a", "config"])
-    assert _credentials("127.0.0.1:5000") is None
+    assert credentials("127.0.0.1:5000") is None

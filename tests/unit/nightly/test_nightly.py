@@ -16,6 +16,7 @@ import pytest
 
 from sparkimg.errors import BusyError, UsageError
 from sparkimg.formats.nightly import REPORT_KEYS, REPORT_SCHEMA, Entry, ImageOut, LayerRun, Moved, report
+from sparkimg.formats.steps import Step
 from sparkimg.nightly.moving import layer_changes, moved, moving_inputs
 from sparkimg.nightly.run import _plain_html, one_line
 from sparkimg.nightly.state import State
@@ -35,6 +36,8 @@ def _entry(entry_id: str, status: str = "built", **kwargs: object) -> Entry:
         "image": ImageOut("sparkimg/demo:0123456789abcdef", "sha256:" + "1" * 64, "sha256:" + "2" * 64, 123,
                           ("sparkimg/demo:nightly",)),
         "lock_digest": "sha256:" + "9" * 64,
+        "steps": (Step("resolve", 1.5), Step("fetch", 2.0), Step("compile", 12.3, "kernel"),
+                  Step("assemble", 0.5, "six"), Step("assemble", 0.75), Step("load", 0.25), Step("sign", 0.1)),
     } if status == "built" else {}
     fields.update(kwargs)
     return Entry(entry_id, "demo.yaml", "2026-12-03T02:00:00Z", "2026-12-03T02:07:12Z", status,  # type: ignore[arg-type]
@@ -280,7 +283,11 @@ def test_the_report_has_exactly_the_interface_notes_shape(tmp_path: Path) -> Non
     assert out["history"][0] == {"entry": "20261201T020000Z", "started": "2026-12-03T02:00:00Z", "status": "built",
                                  "known_good": True, "image_size_bytes": 123,
                                  "layers": {"kernel": {"wall_s": 12.3, "peak_memory_bytes": 734003200},
-                                            "six": {"wall_s": None, "peak_memory_bytes": None}}}
+                                            "six": {"wall_s": None, "peak_memory_bytes": None}},
+                                 # a layer's writing is inside the assembly's wall time, not added to it
+                                 "steps": {"resolve": 1.5, "fetch": 2.0, "compile": 12.3, "assemble": 0.75,
+                                           "load": 0.25, "sign": 0.1}}
+    assert out["steps"][2] == {"step": "compile", "layer": "kernel", "wall_s": 12.3}
     failed = report(_entry("20261204T020000Z", "failed", failed_stage="build", error="layer kernel: exit 1"), [])
     assert failed["image"] is None and failed["moved"] == [] and failed["failed_stage"] == "build"
     json.dumps(out)  # plain JSON
@@ -459,3 +466,13 @@ def test_a_rebuilt_layer_keeps_its_costliest_objects_and_reads_them_back() -> No
     with pytest.raises(UsageError, match="heavy must be true or false"):
         LayerRun.from_json({**row.to_json(), "objects": [{"name": "a", "wall_s": 1, "peak_memory_bytes": 1,
                                                           "heavy": "yes"}]}, "entry.json")
+
+
+def test_an_entry_keeps_its_steps_and_an_entry_from_before_steps_reads_with_none() -> None:
+    night = _entry("20261203T020000Z")
+    assert Entry.from_json(night.to_json(), "entry.json") == night and night.steps
+    older = night.to_json()
+    del older["steps"]
+    assert Entry.from_json(older, "entry.json").steps == ()
+    with pytest.raises(UsageError, match="steps"):
+        Entry.from_json({**night.to_json(), "steps": [{"step": "fetch"}]}, "entry.json")

@@ -69,6 +69,8 @@ def hostile_everywhere() -> dict[str, Any]:
                           "from_detail": {"date": HOSTILE, "subject": HOSTILE},
                           "to_detail": {"date": HOSTILE, "subject": HOSTILE}}],
                   layers=[layer], verify={"ok": False, "message": HOSTILE},
+                  steps=[{"step": HOSTILE, "layer": HOSTILE, "wall_s": HOSTILE},
+                         {"step": "assemble", "layer": HOSTILE}],
                   image={"reference": HOSTILE, "manifest": HOSTILE, "config": HOSTILE, "size_bytes": 1,
                          "tags": [HOSTILE]},
                   receipt=HOSTILE,
@@ -220,3 +222,12 @@ def test_a_layers_costliest_objects_are_listed_under_the_layers() -> None:
     text = page.render(night)
     assert "vllm-stable-libtorch: the costliest objects" in text
     assert "nvfp4_scaled_mm_sm120_kernels.cu</code></td><td class=\"n\">3 min 35 s</td>" in text
+
+
+def test_the_steps_show_where_the_nights_time_went_the_longest_marked() -> None:
+    text = page.render(report())
+    steps = text[text.index("<h2>Steps</h2>"):text.index("</table>", text.index("<h2>Steps</h2>"))]
+    assert "compile <code>demo-kernel</code>" in steps and "12.3 s" in steps
+    assert steps.count("class=\"longest\"") == 1 and "<span class=\"longest\">12.3 s" in steps
+    assert "<td class=\"muted\">assemble <code>six</code>" in steps  # inside the assembly's own time
+    assert "<h2>Steps</h2>" not in page.render(report(steps=[]))

@@ -200,12 +200,13 @@ def test_a_download_longer_than_the_locked_size_is_cut_off_and_nothing_admitted(
 
 def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store: object, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from sparkimg.events import Collected
+    from sparkimg import events
+    from sparkimg.events import Collected, Kind
     from sparkimg.source import retrieve as fetch
     from sparkimg.store.content import Store
 
     assert isinstance(store, Store)
-    monkeypatch.setattr(fetch, "PROGRESS_S", 0.0)
+    monkeypatch.setattr(events, "PROGRESS_EVERY", 0.0)
     monkeypatch.setattr(fetch, "CHUNK", 1 << 20)
     data = bytes(range(256)) * (12 << 12)  # 12 MiB
     spec, pinned = _served_sdist(project, tmp_path, data)
@@ -215,7 +216,9 @@ def test_a_long_download_says_how_far_it_is(project: Callable[..., Path], store:
     assert lines[0] == "download demo_kernel-1.0.tar.gz (12.0 MiB)"
     assert lines[1:3] == ["download demo_kernel-1.0.tar.gz: 1.0 MiB of 12.0 MiB",
                           "download demo_kernel-1.0.tar.gz: 2.0 MiB of 12.0 MiB"]
-    assert said.events[-1].figures == {"bytes": len(data), "size": len(data)}
+    assert {e.kind for e in said.events[1:]} == {Kind.PROGRESS}
+    assert said.events[-1].figures == {"task": "download demo_kernel-1.0.tar.gz", "done": len(data),
+                                       "total": len(data), "finished": True}
 
 
 def sdist_lock(sha256: str = "4" * 64, patch: str = "") -> dict[str, object]:
