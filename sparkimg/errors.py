@@ -1,6 +1,6 @@
 """The error hierarchy: every failure a user can act on, each with its exit code.
 
-Only ``cli.main`` turns these into exit codes; library code raises them.
+Only ``cli.run`` turns these into exit codes; library code raises them.
 """
 
 from __future__ import annotations

@@ -102,14 +102,15 @@ def flashinfer_env() -> str:
 
 class FakeEngineApi:
     """A Docker Engine API on a unix socket that knows one image, ``name`` (``image`` is what
-    ``GET /images/NAME/json`` answers); ``status`` forces every answer's status."""
+    ``GET /images/NAME/json`` answers, compact, in its order, as moby writes it: ``Id`` first); ``status``
+    forces every answer's status."""
 
     def __init__(self, path: Path, image: dict[str, Any], status: int = 200, name: str = "present") -> None:
         import http.server
         import socketserver
         import threading
 
-        body, fixed = json.dumps(image).encode(), status
+        body, fixed = json.dumps(image, separators=(",", ":")).encode(), status
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:

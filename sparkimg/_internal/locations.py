@@ -4,25 +4,39 @@ answer can find them without loading the store's or the signing code."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KEY_ENV = "SPARKIMG_KEY"
 
 
 def signing_key_path(path: Path | None) -> Path | None:
     """The key file a build or prewarm signs with: ``path``, else ``$SPARKIMG_KEY``, else none."""
+    from pathlib import Path
+
     return path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
 
 
 def docker_config() -> Path:
     """The docker client's configuration file (credentials, its current context): in
     ``$DOCKER_CONFIG``, else ``~/.docker``, as the client itself looks."""
+    from pathlib import Path
+
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
 
 
 def default_store() -> Path:
     """``$SPARKIMG_STORE``, else ``$XDG_CACHE_HOME/sparkimg``, else ``~/.cache/sparkimg``."""
+    from pathlib import Path
+
+    return Path(default_store_text())
+
+
+def default_store_text() -> str:
+    """``default_store`` as a string, found with ``os`` alone (the no-op answer's)."""
     if os.environ.get("SPARKIMG_STORE"):
-        return Path(os.environ["SPARKIMG_STORE"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "sparkimg"
+        return os.environ["SPARKIMG_STORE"]
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                        "sparkimg")

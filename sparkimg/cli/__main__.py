@@ -1,5 +1,5 @@
 """``python -m sparkimg.cli``: the same as the ``sparkimg`` console script."""
 
-from sparkimg.cli.main import main
+from sparkimg.cli import main
 
 raise SystemExit(main())

@@ -1,6 +1,7 @@
-"""The no-op answer: ``sparkimg build`` when its stamp holds (``api.noop_build``), given before the
-pipeline is imported, so an unchanged build costs tens of milliseconds. When the stamp does not
-hold, the build goes the whole way (``commands.cmd_build``)."""
+"""The no-op answer for a build command line ``cli.fast`` does not read whole (``--json-logs``,
+another option): ``sparkimg build`` when its stamp holds (``api.noop_build``), given before the
+pipeline is imported. When the stamp does not hold, the build goes the whole way
+(``commands.cmd_build``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 
 from sparkimg import api
 from sparkimg.cli import render
+from sparkimg.cli.fast import say
 from sparkimg.events import Event
 
 
@@ -21,7 +23,10 @@ def noop_build(args: argparse.Namespace) -> int | None:
                            record_host=args.record_host)
     if found is None:
         return None
-    report = render.reporter(json_logs=args.json_logs, quiet=args.quiet)
+    if not args.json_logs:
+        say(found, json_output=args.json, quiet=args.quiet)
+        return 0
+    report = render.reporter(json_logs=True)
     for event in found.events:
         report(Event.from_json(event))
     if args.json:

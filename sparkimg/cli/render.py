@@ -10,34 +10,22 @@ not pay for it.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
+from sparkimg.cli import lines
+from sparkimg.cli.lines import colour, event_parts, write
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Event, Kind
 
 if TYPE_CHECKING:
     from sparkimg.image.check import CheckReport
 
-Styled = tuple[str, str]  # (text, style)
-Cell = str | Styled
-_CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36",
-          "bold red": "1;31", "bold yellow": "1;33"}
-
-
-def _colour(stream: IO[str]) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-def _write(stream: IO[str], parts: Sequence[Cell]) -> None:
-    colour = _colour(stream)
-    text = "".join(p if isinstance(p, str) else (f"\033[{_CODES.get(p[1], '0')}m{p[0]}\033[0m" if colour else p[0])
-                   for p in parts)
-    stream.write(text + "\n")
-    stream.flush()
+Styled = lines.Styled
+Cell = lines.Cell
+_colour = colour  # the one test of "a terminal that takes colour" (cli.lines)
 
 
 PROGRESS_LINE_S = 5.0  # seconds between two progress lines of one task, where no bar is drawn
@@ -113,14 +101,9 @@ class TerminalReporter:
             self._line(event)
 
     def _line(self, event: Event) -> None:
-        if event.kind is Kind.LOG or event.kind is Kind.PROGRESS:
-            if not self.quiet:
-                where = f"{event.layer}:{event.phase}" if event.layer else str(event.phase)
-                _write(sys.stderr, [(f"[{where}] ", "dim"), event.message])
-        elif event.kind is Kind.WARNING:
-            warning(event.message)
-        else:
-            _write(sys.stderr, [("sparkimg ", "cyan"), event.message])
+        parts = event_parts(event.kind.value, event.phase.value, event.layer, event.message, quiet=self.quiet)
+        if parts is not None:
+            write(sys.stderr, parts)
 
 
 class JsonLinesReporter:
@@ -147,26 +130,26 @@ def reporter(*, json_logs: bool, quiet: bool = False) -> TerminalReporter | Json
 
 
 def warning(message: str) -> None:
-    _write(sys.stderr, [("warning: ", "bold yellow"), message])
+    write(sys.stderr, [("warning: ", "bold yellow"), message])
 
 
 def error(exc: SparkimgError, *, json_logs: bool = False) -> None:
     if json_logs:
         sys.stderr.write(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}) + "\n")
-    _write(sys.stderr, [("error: ", "bold red"), str(exc)])
+    write(sys.stderr, [("error: ", "bold red"), str(exc)])
 
 
 def error_text(message: str) -> None:
-    _write(sys.stderr, [message])
+    write(sys.stderr, [message])
 
 
 def mismatch(label: str, message: str) -> None:
-    _write(sys.stderr, [(f"{label}: ", "red"), message])
+    write(sys.stderr, [(f"{label}: ", "red"), message])
 
 
 def line(*parts: Cell) -> None:
     """One line on stdout; plain strings are literal text, (text, style) pairs are styled."""
-    _write(sys.stdout, parts)
+    write(sys.stdout, parts)
 
 
 def state(text: str, style: str) -> Styled:

@@ -1,18 +1,17 @@
 """The Docker Engine API over its local unix socket: which socket the docker client would use,
 and one HTTP request on it. Standard library only (a leaf module), so the engine adapter and the
-no-op build check can both ask the daemon in about a millisecond without loading anything.
+no-op answer can both ask the daemon in about a millisecond without loading anything (what
+only finding the socket needs is imported there).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
-from sparkimg._internal.fs.files import read_input
-from sparkimg._internal.locations import docker_config
-from sparkimg.errors import UsageError
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 # The daemon's version as the last answer's ``Server: Docker/VERSION (os)`` header gave it: what
 # ``docker version`` would ask for, known without another request.
@@ -22,6 +21,13 @@ last_server: str | None = None
 def api_socket(client: str) -> str | None:
     """The local daemon's API socket a docker client talks to, when that is certain: DOCKER_HOST unset
     or ``unix://``, no context chosen, and the socket present. Else None: ask through the client."""
+    import json
+    from pathlib import Path
+
+    from sparkimg._internal.fs.files import read_input
+    from sparkimg._internal.locations import docker_config
+    from sparkimg.errors import UsageError
+
     if Path(client).name != "docker" or os.environ.get("DOCKER_CONTEXT"):
         return None
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")

@@ -70,11 +70,12 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
 
 
 def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
-             base: oci.BaseImage, report: Reporter, *, cache: bool = True, steps: Steps | None = None
-             ) -> oci.ImageRecord:
+             base: oci.BaseImage, report: Reporter, *, cache: bool = True, steps: Steps | None = None,
+             on_layer: Callable[[int, oci.Layer], None] | None = None) -> oci.ImageRecord:
     """Write the image's new layers, config and manifest into the store; return its record.
     ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
-    wheels); ``cache=False`` writes every layer again (``build --check``); ``steps`` times each layer.
+    wheels); ``cache=False`` writes every layer again (``build --check``); ``steps`` times each layer;
+    ``on_layer(number, layer)`` is told of each layer as it is done (``image.feed``).
 
     The layers are independent work (each its own wheels, tar and blob), written ``writers()`` at a
     time: inflating, hashing and writing let go of the GIL, so a second layer's gigabytes go while
@@ -86,7 +87,10 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
 
     def one(number: int) -> oci.Layer:
         with steps.timed("assemble", works[number].name):
-            return _layer(works[number], work_root / str(number), media_type, store, report, cache=cache)
+            found = _layer(works[number], work_root / str(number), media_type, store, report, cache=cache)
+        if on_layer is not None:
+            on_layer(number, found)
+        return found
 
     pool = ThreadPoolExecutor(max_workers=writers(len(works)), thread_name_prefix="layer")
     try:

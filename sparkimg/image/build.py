@@ -229,15 +229,38 @@ def _matching(record: ImageRecord | None, image_id: str) -> ImageRecord | None:
 def assemble_and_load(plan: Plan, base_tag: str, records: dict[str, LayerRecord], store: Store, engine: Engine,
                       report: Reporter, steps: Steps) -> tuple[ImageRecord, str]:
     """Write the image into the store (``assemble``) and load it into the engine; the record and
-    the engine's name for the image."""
+    the engine's name for the image. Where it pays, the engine is fed the first layers while the
+    others are written (``image.feed``)."""
     from sparkimg.fetch.inputs import base_image
+    from sparkimg.image import feed
     from sparkimg.image.assemble import assemble
 
     base = base_image(plan.lock, store, report=report)
-    with steps.timed("assemble"):
-        record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base, report,
-                          steps=steps)
-    return record, into_engine(plan, record, base_tag, store, engine, report, base, steps=steps)
+    feeder = feed.Feeder(engine, store, base, plan.lock.source_date_epoch, report) \
+        if feed.feeds(engine) and _new_bytes(plan, records) >= feed.FEED_BYTES else None
+    try:
+        with steps.timed("assemble"):
+            record = assemble(plan, records, store, lambda: base_scheme_of(engine, base_tag, plan, store), base,
+                              report, steps=steps, on_layer=feeder.add if feeder is not None else None)
+        if feeder is not None:
+            with steps.timed("feed"):  # the engine finishing what it was fed while the layers were written
+                feeder.finish()
+        return record, into_engine(plan, record, base_tag, store, engine, report, base, steps=steps)
+    finally:
+        if feeder is not None:
+            feeder.close()
+
+
+def _new_bytes(plan: Plan, records: dict[str, LayerRecord]) -> int:
+    """About how many bytes the image's new layers hold (their wheels' sizes): whether feeding pays."""
+    from sparkimg.formats.lockfile import PypiPin
+
+    total = sum(o.size for record in records.values() for o in record.outputs)
+    for layer in plan.spec.layers:
+        source = plan.lock.sources.get(layer.source)
+        if not isinstance(layer, CompileLayer) and isinstance(source, PypiPin):
+            total += source.size or 0
+    return total
 
 
 def into_engine(plan: Plan, record: ImageRecord, base_tag: str, store: Store, engine: Engine,

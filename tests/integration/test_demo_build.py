@@ -215,7 +215,7 @@ def test_the_first_no_op_after_a_build_is_answered_by_the_builds_own_stamp_as_th
     monkeypatch.setattr(api, "build", counted)
     code, stamped, stamped_err = cli(capsys, store, "build", str(demo), "--json", "--key", str(key.with_suffix(".key")))
     assert code == 0 and calls == [], "the first no-op went the whole way"
-    stamp.location(store.expanduser(), demo).unlink()
+    Path(stamp.location(store.expanduser(), demo)).unlink()
     code, whole, whole_err = cli(capsys, store, "build", str(demo), "--json", "--key", str(key.with_suffix(".key")))
     assert code == 0 and len(calls) == 1
 

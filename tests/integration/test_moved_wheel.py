@@ -11,6 +11,7 @@ engine was sent every layer again (the issue measured 31 of 32 at real size).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,8 +67,9 @@ layers:
 
 
 def _sent(events: Collected) -> list[int]:
-    """The layers each load of the build sent the engine (one load per build)."""
-    return [int(e.figures["sent"] or 0) for e in events.of(Phase.ASSEMBLE) if "sent" in e.figures]
+    """The layers each load of the build sent the engine (one load per build; not the feeding's)."""
+    return [int(e.figures["sent"] or 0) for e in events.of(Phase.ASSEMBLE) if "sent" in e.figures
+            and "fed" not in e.figures]
 
 
 @contextmanager
@@ -138,3 +140,35 @@ def test_a_moved_wheel_sends_one_layer_and_a_fresh_lock_of_the_same_pins_sends_n
     if kind != "podman":  # podman's own storage is removed whole
         for result in (first, moved, relocked):
             engine.remove_image(result.image_ref)
+
+
+def test_the_engine_is_fed_the_first_layers_while_the_others_are_written(
+    tmp_path: Path, engine: Engine, demo_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``image.feed`` (issue 36): each run of written layers from the bottom goes to the daemon as a
+    partial image while the others are written; the image's own load then sends no layer, and no
+    name of a partial image is left in the engine."""
+    from sparkimg import api
+    from sparkimg.events import Kind
+    from sparkimg.image import feed
+
+    monkeypatch.setattr(feed, "FEED_BYTES", 0)  # the small wheels stand in for gigabytes
+    name = f"fed-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.yaml"
+    (tmp_path / "own").mkdir()
+    spec.write_text(SPEC.format(name=name, base=demo_base, top="24.1", command=json.dumps(OWN.format(name=name))))
+    store = tmp_path / "store"
+    api.lock(spec, store=store)
+    events = Collected()
+    built = api.build(spec, store=store, report=events).result
+    fed = [e for e in events.of(Phase.ASSEMBLE, Kind.LOG) if "fed the engine" in e.message]
+    assert fed and fed[-1].figures["fed"] == 4 and sum(int(e.figures["sent"] or 0) for e in fed) == 4, events.events
+    assert _sent(events) == [0]  # the image's own load: the config alone
+    info = engine.inspect(built.image_ref)
+    assert built.oci is not None and info is not None and info.id == built.oci.config_digest
+    assert [step.name for step in built.steps if step.layer is None] == ["fetch", "preflight", "assemble", "feed",
+                                                                        "load"]
+    listed = subprocess.run([engine.client, "images", "--digests", "--format", "{{.Repository}}"], capture_output=True,
+                            text=True, check=True).stdout
+    assert "sparkimg-handoff" not in listed
+    engine.remove_image(built.image_ref)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sparkimg.engine.socket_api import image_path
 from sparkimg.image import stamp
 from sparkimg.plan.keys import KEY_LABEL
 from tests.support import FakeEngineApi
@@ -29,7 +30,8 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.delenv("SPARKIMG_KEY", raising=False)
     api = FakeEngineApi(sock, IMAGE, name=REF)
-    yield {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(sock), "client": "/usr/bin/docker"}
+    yield {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(sock), "client": "/usr/bin/docker",
+           "path": image_path(REF)}
     api.close()
 
 
@@ -44,7 +46,8 @@ def _made(root: Path, image: dict[str, str]) -> stamp.Stamp:
         (root / "tree").symlink_to("real")
     (root / "spec.yaml").write_text("name: x\n")
     (root / "receipt.json").write_text("{}")
-    files = [root / "spec.yaml", *stamp.tree(root / "tree"), root / "gone"]
+    # As keep_noop: the docker client's config is among the files (which engine the client talks to).
+    files = [root / "spec.yaml", *stamp.tree(root / "tree"), root / "gone", root / "docker-config" / "config.json"]
     later = time.time_ns() + 10 * stamp.RACY_NS  # a build that started well after the files were written
     made = stamp.Stamp.of(_context(root), files, [root / "receipt.json"], [root / "tree"], image,
                           {"image": {"id": image["id"]}}, [], started_ns=later)
@@ -55,7 +58,7 @@ def _made(root: Path, image: dict[str, str]) -> stamp.Stamp:
 def test_a_stamp_holds_while_nothing_changed_and_survives_its_file(tmp_path: Path, engine: dict[str, str]) -> None:
     made = _made(tmp_path, engine)
     assert made.holds(_context(tmp_path))
-    where = stamp.location(tmp_path / "store", tmp_path / "spec.yaml")
+    where = Path(stamp.location(tmp_path / "store", tmp_path / "spec.yaml"))
     stamp.write(where, made)
     again = stamp.read(where)
     assert again == made and again.holds(_context(tmp_path))
@@ -114,7 +117,7 @@ def test_what_the_build_wrote_itself_is_stamped_however_recent(tmp_path: Path, e
 
 
 def test_an_image_gone_or_retagged_breaks_the_stamp(tmp_path: Path, engine: dict[str, str]) -> None:
-    made = _made(tmp_path, {**engine, "reference": "sparkimg/x:other"})
+    made = _made(tmp_path, {**engine, "reference": "sparkimg/x:other", "path": image_path("sparkimg/x:other")})
     assert not made.holds(_context(tmp_path))  # the engine has no such tag
     other = _made(tmp_path, {**engine, "id": "sha256:" + "b" * 64})
     assert not other.holds(_context(tmp_path))  # the tag now names another image
@@ -122,6 +125,17 @@ def test_an_image_gone_or_retagged_breaks_the_stamp(tmp_path: Path, engine: dict
 
 def test_the_stamp_reads_the_key_label_the_build_writes() -> None:
     assert stamp.KEY_LABEL == KEY_LABEL  # the key variable is shared by construction (_locations.KEY_ENV)
+
+
+def test_the_no_op_answer_finds_the_store_the_build_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkimg._internal.locations import default_store, default_store_text
+
+    for env in ({}, {"XDG_CACHE_HOME": "/x/cache"}, {"SPARKIMG_STORE": "/s"}):
+        for name in ("SPARKIMG_STORE", "XDG_CACHE_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert str(default_store()) == default_store_text()
 
 
 def test_the_stamp_covers_sparkimg_itself() -> None:
@@ -140,7 +154,7 @@ def test_a_stamp_that_cannot_be_checked_sends_the_build_the_whole_way(tmp_path: 
 
     spec = tmp_path / "spec.yaml"
     spec.write_text("schema: sparkimg/v1\n")
-    where = stamp_mod.location(tmp_path / "store", spec)
+    where = Path(stamp_mod.location(tmp_path / "store", spec))
     where.parent.mkdir(parents=True)
     where.write_bytes(b"\xff{not json")
     assert api.noop_build(spec, store=tmp_path / "store") is None
@@ -150,3 +164,19 @@ def test_a_stamp_that_cannot_be_checked_sends_the_build_the_whole_way(tmp_path: 
 
     monkeypatch.setattr(stamp_mod, "read", broken)
     assert api.noop_build(spec, store=tmp_path / "store") is None
+
+
+def test_an_engine_answer_in_another_shape_sends_the_build_the_whole_way(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stamp reads the image ID where moby writes it (first); an engine that answers otherwise
+    gets a full build, never a wrong "up to date"."""
+    sock = tmp_path / "other.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{sock}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker-config"))
+    api = FakeEngineApi(sock, {"RepoTags": [REF], "Id": IMAGE["Id"]}, name=REF)
+    try:
+        made = _made(tmp_path, {"reference": REF, "id": str(IMAGE["Id"]), "key": "k" * 64, "socket": str(sock),
+                                "client": "/usr/bin/docker", "path": image_path(REF)})
+        assert not made.holds(_context(tmp_path))
+    finally:
+        api.close()

@@ -1,4 +1,4 @@
-"""``main``: parse, run one handler, and turn errors into exit codes (the only place that does).
+"""``run``: parse, run one handler, and turn errors into exit codes (the only place that does).
 
 Only argparse is imported before the arguments are parsed, so ``sparkimg --version`` and
 ``--help`` cost a few tens of milliseconds; a handler imports what its task needs.
@@ -14,7 +14,7 @@ from sparkimg.cli.parser import parser
 from sparkimg.errors import SparkimgError
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     args = parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     if args.command == "build":
         from sparkimg.cli.quick import noop_build
