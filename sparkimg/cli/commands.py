@@ -80,7 +80,10 @@ def _overrides(args: argparse.Namespace) -> api.Overrides:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm, args.check)
+    if args.recheck and not args.check:
+        raise UsageError("--recheck goes with --check", hint=f"sparkimg build {args.spec} --check --recheck")
+    options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm, args.check,
+                               args.recheck)
     built = api.build(args.spec, options, store=args.store, report=_reporter(args))
     result = built.result
     failed = 1 if built.check is not None and not built.check.identical else 0

@@ -159,7 +159,9 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--pids", type=int, help="pid limit per compile container")
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
     p.add_argument("--check", action="store_true", help="build every layer again from scratch (no cache) "
-                   "and compare bit for bit; exit 1 if they differ")
+                   "and compare bit for bit; exit 1 if they differ (an image layer an earlier check of the same "
+                   "key showed identical is not rebuilt, and the verdict says so)")
+    p.add_argument("--recheck", action="store_true", help="with --check: rebuild those layers too")
     p.add_argument("--cgroup-parent", help="parent cgroup (e.g. a systemd slice) for every build container")
     p.add_argument("--quiet", action="store_true", help="do not stream compile output")
     p.add_argument("--key", type=Path, help="sign the receipt with this private key (default: $SPARKIMG_KEY); "

@@ -178,6 +178,9 @@ def print_json(data: Any) -> None:
 def check_report(report: CheckReport) -> None:
     """``build --check``: the verdict first, then what differs from the top down, each file with
     the layer and the input that made it."""
+    if report.reused:
+        line(f"  {len(report.reused)} image layer(s) an earlier check of the same key showed identical were not "
+             f"rebuilt ({', '.join(report.reused)}); --recheck rebuilds them")
     if report.identical:
         line(state("identical", "green"), f": {len(report.compared)} digests compared, every one the same "
              f"({report.wall_s:.1f} s for the second build)")

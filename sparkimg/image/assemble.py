@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,11 +71,14 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
 
 def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
              base: oci.BaseImage, report: Reporter, *, cache: bool = True, steps: Steps | None = None,
-             on_layer: Callable[[int, oci.Layer], None] | None = None) -> oci.ImageRecord:
+             on_layer: Callable[[int, oci.Layer], None] | None = None,
+             reuse: Mapping[str, oci.Layer] | None = None) -> oci.ImageRecord:
     """Write the image's new layers, config and manifest into the store; return its record.
     ``scheme_of`` asks the base's interpreter for its install scheme (only when a layer installs
     wheels); ``cache=False`` writes every layer again (``build --check``); ``steps`` times each layer;
-    ``on_layer(number, layer)`` is told of each layer as it is done (``image.feed``).
+    ``on_layer(number, layer)`` is told of each layer as it is done (``image.feed``); with
+    ``cache=False``, a layer whose key is in ``reuse`` is taken from it, not written (``image.check``:
+    a key an earlier check showed to give those very bytes).
 
     The layers are independent work (each its own wheels, tar and blob), written ``writers()`` at a
     time: inflating, hashing and writing let go of the GIL, so a second layer's gigabytes go while
@@ -87,7 +90,8 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
 
     def one(number: int) -> oci.Layer:
         with steps.timed("assemble", works[number].name):
-            found = _layer(works[number], work_root / str(number), media_type, store, report, cache=cache)
+            found = _layer(works[number], work_root / str(number), media_type, store, report, cache=cache,
+                           reuse=reuse or {})
         if on_layer is not None:
             on_layer(number, found)
         return found
@@ -130,15 +134,33 @@ def _once(scheme_of: Callable[[], BaseScheme]) -> Callable[[], BaseScheme]:
     return asked
 
 
-def _layer(work: _Work, folder: Path, media_type: str, store: Store, report: Reporter, *, cache: bool) -> oci.Layer:
+def layer_keys(plan: Plan, records: dict[str, LayerRecord], store: Store, base: oci.BaseImage) -> list[str]:
+    """The key of each new layer of the image, in its order (nothing is written or asked)."""
+    def unasked() -> BaseScheme:
+        raise AssertionError("a layer key never asks the base")
+
+    media_type = oci.layer_media_type(base)
+    return [_key(work, media_type) for work in _works(plan, records, store, unasked)]
+
+
+def _key(work: _Work, media_type: str) -> str:
+    return digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
+                      "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
+
+
+def _layer(work: _Work, folder: Path, media_type: str, store: Store, report: Reporter, *, cache: bool,
+           reuse: Mapping[str, oci.Layer]) -> oci.Layer:
     """One new layer: the store's, when a layer of the same inputs was written before (and
-    ``cache``), else written now into the store and recorded by the key of its inputs."""
-    key = digest_of({"v": LAYER_VERSION, "tar": layer_mod.TAR_FORMAT, "compressor": layer_mod.COMPRESSOR,
-                     "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
+    ``cache``), or ``reuse``'s; else written now into the store and recorded by the key of its inputs."""
+    key = _key(work, media_type)
     found = _cached_layer(store, key) if cache else None
     if found is not None:
         report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
         return found
+    if not cache and key in reuse:
+        report(Event(Phase.CHECK, f"check: layer {work.name}: an earlier check of the same key gave these very "
+                     "bytes; not written again", work.name))
+        return reuse[key]
     folder.mkdir()
     found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
                                   created_by=work.created_by, store=store)

@@ -2,8 +2,12 @@
 
 The second build runs in a scratch store holding only the inputs (sources, patch files, the
 base's manifest and config): every compile layer is compiled again in the same bounds, the
-base's interpreter is asked again, every image layer is written and compressed again, and
-nothing comes from a cache. Then, from the top down: the manifest and config digests, the
+base's interpreter is asked again, every image layer is written again, and nothing comes from
+a cache, with one exception that is said in the verdict and the receipt: an image layer whose
+key an earlier check already rebuilt from scratch to the very bytes this build has (recorded
+per key with the sparkimg and Python that checked it, ``checked-layers``) is not written a
+third time, so a night that moved one wheel checks that wheel's layer, not 34 (``--recheck``
+rebuilds them all). Then, from the top down: the manifest and config digests, the
 config's fields, each new layer's diff_id and compressed digest and each compile layer's
 wheels; where two differ, the files inside that differ (only in one build, other metadata,
 other content), each named with the layer and the input that made it.
@@ -13,8 +17,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
     from sparkimg.image.build import BuildResult
 
 CHECK = "sparkimg-check/1"
+CHECKED = "checked-layers"  # store records: an image layer key an earlier check rebuilt to the same bytes
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class CheckReport:
     compared: tuple[Compared, ...]
     differences: tuple[Difference, ...] = field(default=())
     wall_s: float = 0.0
+    reused: tuple[str, ...] = ()  # image layers an earlier check of the same key showed identical: not rebuilt
 
     @property
     def identical(self) -> bool:
@@ -80,23 +87,26 @@ class CheckReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": CHECK, "identical": self.identical, "digests_compared": len(self.compared),
-                "compared": [c.to_json() for c in self.compared],
+                "checked_before": list(self.reused), "compared": [c.to_json() for c in self.compared],
                 "differences": [d.to_json() for d in self.differences], "wall_s": round(self.wall_s, 3)}
 
     def to_receipt(self) -> dict[str, Any]:
         """What the receipt records: the verdict, what was compared and what differed (no file lists)."""
+        scratch = "empty store, no cache" + (f"; {len(self.reused)} image layer(s) an earlier check of the same "
+                                             "key showed identical were not rebuilt" if self.reused else "")
         return {"result": "identical" if self.identical else "differs", "compared": len(self.compared),
-                "differing": [c.what for c in self.compared if not c.same], "scratch": "empty store, no cache"}
+                "differing": [c.what for c in self.compared if not c.same], "scratch": scratch,
+                "checked_before": list(self.reused)}
 
 
 def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: oci.ImageRecord, store: Store,
-                        engine: Engine, base_tag: str, overrides: Overrides, report: Reporter) -> CheckReport:
-    """Build ``plan`` again in a scratch store and compare with ``first`` (and ``records``)."""
-    import time
-
+                        engine: Engine, base_tag: str, overrides: Overrides, report: Reporter, *,
+                        recheck: bool = False) -> CheckReport:
+    """Build ``plan`` again in a scratch store and compare with ``first`` (and ``records``); image
+    layers an earlier check showed identical are not rebuilt unless ``recheck``."""
     from sparkimg.base.pyscheme import base_scheme
     from sparkimg.fetch.inputs import base_image, fetch
-    from sparkimg.image.assemble import assemble
+    from sparkimg.image.assemble import assemble, layer_keys
     from sparkimg.image.compile import compile_layer
 
     started = time.monotonic()
@@ -116,17 +126,55 @@ def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: o
                                                        fetched.blobs[layer.source],
                                                        plan.lock.base.config_digest, scratch, engine, budget, report,
                                                        fetched.blobs)
-        report(Event(Phase.CHECK, "check: write every image layer again", "image"))
+        first_keys = layer_keys(plan, dict(records), store, base)
+        reuse = {} if recheck else _checked_before(store, first_keys, first.layers)
+        report(Event(Phase.CHECK, f"check: write {'every' if not reuse else 'each new'} image layer again", "image"))
         second = assemble(plan, second_records, scratch,
                           lambda: base_scheme(engine, base_tag, plan.lock.base.config_digest, scratch),
-                          base, report, cache=False)
-        compared, differences = _compare(plan, records, second_records, first, second, store, scratch)
-        found = CheckReport(tuple(compared), tuple(differences), time.monotonic() - started)
+                          base, report, cache=False, reuse=reuse)
+        second_keys = layer_keys(plan, second_records, scratch, base)
+        reused = {i for i, key in enumerate(second_keys) if key in reuse}
+        compared, differences = _compare(plan, records, second_records, first, second, store, scratch, reused)
+        _remember(store, first_keys, second_keys, first.layers, second.layers, reused)
+        labels = _layer_sources(plan)
+        found = CheckReport(tuple(compared), tuple(differences), time.monotonic() - started,
+                            tuple(labels[i] if i < len(labels) else f"layer {i}" for i in sorted(reused)))
     finally:
         shutil.rmtree(scratch_root, ignore_errors=True)
     verdict = "identical" if found.identical else f"{sum(not c.same for c in found.compared)} difference(s)"
     report(Event(Phase.CHECK, f"check: {verdict} ({len(found.compared)} compared)", "image"))
     return found
+
+
+def _by() -> str:
+    """What wrote an image layer in a check: a record of another sparkimg or Python is not trusted."""
+    import platform
+
+    from sparkimg import __version__
+
+    return f"sparkimg {__version__}; Python {platform.python_version()}"
+
+
+def _checked_before(store: Store, keys: Sequence[str], layers: Sequence[oci.Layer]) -> dict[str, oci.Layer]:
+    """The first build's layers whose key an earlier check (by this sparkimg and Python) rebuilt
+    from scratch to these very bytes."""
+    found = {}
+    for key, layer in zip(keys, layers, strict=False):
+        record = store.read_record(CHECKED, key) or {}
+        if record.get("digest") == layer.descriptor.digest and record.get("by") == _by():
+            found[key] = layer
+    return found
+
+
+def _remember(store: Store, first_keys: Sequence[str], second_keys: Sequence[str], first: Sequence[oci.Layer],
+              second: Sequence[oci.Layer], reused: set[int]) -> None:
+    """Each image layer the check rebuilt from scratch to the first build's bytes, by its key."""
+    from sparkimg._internal.times import rfc3339
+
+    for index, (key, other, a, b) in enumerate(zip(first_keys, second_keys, first, second, strict=False)):
+        if index not in reused and key == other and a == b:
+            store.write_record(CHECKED, key, {"digest": a.descriptor.digest, "by": _by(),
+                                              "checked": rfc3339(time.time())})
 
 
 def _copy_inputs(plan: Plan, blobs: Mapping[str, str], patch_blobs: Mapping[str, Mapping[str, str]], store: Store,
@@ -141,7 +189,7 @@ def _copy_inputs(plan: Plan, blobs: Mapping[str, str], patch_blobs: Mapping[str,
 
 def _compare(plan: Plan, records: Mapping[str, LayerRecord], second_records: Mapping[str, LayerRecord],
              first: oci.ImageRecord, second: oci.ImageRecord, store: Store,
-             scratch: Store) -> tuple[list[Compared], list[Difference]]:
+             scratch: Store, reused: set[int]) -> tuple[list[Compared], list[Difference]]:
     compared = [Compared("image manifest", first.manifest_digest, second.manifest_digest),
                 Compared("image config", first.config_digest, second.config_digest)]
     differences: list[Difference] = []
@@ -162,6 +210,8 @@ def _compare(plan: Plan, records: Mapping[str, LayerRecord], second_records: Map
                 differences += _zip_differences(name, filename, store.blob(a), scratch.blob(b))
     sources = _layer_sources(plan)
     for index, (a_layer, b_layer) in enumerate(zip(first.layers, second.layers, strict=False)):
+        if index in reused:
+            continue  # not rebuilt: said in the report, not counted as compared
         label = sources[index] if index < len(sources) else f"layer {index}"
         compared.append(Compared(f"layer {label}: diff_id", a_layer.diff_id, b_layer.diff_id))
         compared.append(Compared(f"layer {label}: blob", a_layer.descriptor.digest, b_layer.descriptor.digest))
@@ -262,8 +312,9 @@ def _zip_meta(info: zipfile.ZipInfo) -> str:
 
 
 def check_built(result: BuildResult, store: Store, engine: Engine, overrides: Overrides,
-                report: Reporter) -> CheckReport:
-    """``build --check``: every layer of the build just done again from scratch, compared with it."""
+                report: Reporter, *, recheck: bool = False) -> CheckReport:
+    """``build --check``: every layer of the build just done again from scratch (those an earlier
+    check of the same key showed identical excepted, unless ``recheck``), compared with it."""
     from sparkimg.errors import BuildError
     from sparkimg.fetch.inputs import fetch_base
 
@@ -272,4 +323,5 @@ def check_built(result: BuildResult, store: Store, engine: Engine, overrides: Ov
         raise BuildError(f"{result.image_ref}: the store has no assembly record of this image to compare with",
                          hint=f"build it without --check first: sparkimg build {plan.spec.path}")
     base_tag = fetch_base(plan.spec, plan.lock, engine, report=report)
-    return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report)
+    return rebuild_and_compare(plan, result.records, result.oci, store, engine, base_tag, overrides, report,
+                               recheck=recheck)

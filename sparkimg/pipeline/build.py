@@ -44,6 +44,7 @@ class BuildOptions:
     record_host: bool = False
     prewarm: Path | None = None
     check: bool = False
+    recheck: bool = False  # with ``check``: rebuild also the image layers an earlier check showed identical
     # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
     # spec's own lock untouched; no no-op stamp is kept for such a build.
     lock: Path | None = None
@@ -112,7 +113,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
     checked = warmed = None
     if options.check:
         with steps.timed("check"):
-            checked = check_built(result, store, engine, overrides, tell)
+            checked = check_built(result, store, engine, overrides, tell, recheck=options.recheck)
     if options.prewarm is not None:
         with steps.timed("prewarm"):
             warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell)
@@ -138,9 +139,9 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
         stamp.forget(where)  # only a build of the spec's own lock is stamped, and only a plain one
         return built
     # The stamp holds what the next build, a no-op, says: this one's words when it was a no-op;
-    # after a build that built (or wrote its receipt), the no-op's (nothing built, the receipt
-    # unchanged), so the first no-op after a build is answered in milliseconds too.
-    noop = built if not (emitted.written or result.built) else Built(
+    # after a build that built, loaded the store's image again or wrote its receipt, the no-op's
+    # (nothing built, the receipt unchanged), so the first no-op after it is answered at once too.
+    noop = built if not (emitted.written or result.built or result.loaded) else Built(
         replace(result, plan=result.plan.all_cached(), built=(), loaded=False, steps=()), emitted,
         after=built.after)
     noop_said = said if noop is built else [

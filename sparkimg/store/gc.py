@@ -7,7 +7,8 @@ named by a live one (``images/KEY``, ``layers/KEY``, ``statements/KEY``, ``audit
 blobs (manifests, configs, indexes) that are live are scanned in turn, until nothing new is
 found. A receipt's DSSE payload is decoded and scanned. Caches keyed by something no document
 names (``oci-layers`` by the key of a layer's inputs, ``compressed-layers`` by diff_id and
-compressor) are live when they name a live digest. Scanning needs no knowledge of each format
+compressor, ``checked-layers`` by the key a check rebuilt to the same bytes) are live when they
+name a live digest. Scanning needs no knowledge of each format
 and errs on the side of keeping: a
 digest that merely appears in a live document keeps its blob.
 
@@ -39,7 +40,7 @@ from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
 HEX = re.compile(rb"(?<![0-9a-f])(?:[0-9a-f]{64}|[0-9a-f]{40})(?![0-9a-f])")
 # Records named by a key, a layer digest or a commit (``sboms`` by image key, ``sbom-layers`` by layer digest).
 NAMED = ("images", "layers", "statements", "audits", "git", "sboms", "sbom-layers")
-NAMING = ("oci-layers", "compressed-layers")  # caches live when they name a live digest
+NAMING = ("oci-layers", "compressed-layers", "checked-layers")  # caches live when they name a live digest
 SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned for references
 LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems
 

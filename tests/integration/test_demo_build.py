@@ -154,11 +154,24 @@ def test_the_api_socket_and_the_client_see_the_same_image(engine: Engine, demo_b
     assert engine.inspect("sparkimg-test/no-such-image:0") is None
 
 
+def _counted_builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The specs ``api.build`` is called with from now on (a stamped no-op never calls it)."""
+    from sparkimg import api
+
+    real_build = api.build
+    calls: list[Path] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return real_build(*args, **kwargs)
+    monkeypatch.setattr(api, "build", counted)
+    return calls
+
+
 def test_a_stamped_no_op_answers_without_the_pipeline_and_any_change_goes_the_whole_way(
     demo: Path, tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sparkimg import api
 
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
@@ -167,13 +180,7 @@ def test_a_stamped_no_op_answers_without_the_pipeline_and_any_change_goes_the_wh
     time.sleep(1.1)  # files written less than a second before a build are never stamped (they may be mid-change)
     _, first_noop, first_err = cli(capsys, store, "build", str(demo), "--json")  # the whole way; writes the stamp
     _, first_text, _ = cli(capsys, store, "build", str(demo))
-    real_build = api.build
-    calls: list[Path] = []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
-        return real_build(*args, **kwargs)
-    monkeypatch.setattr(api, "build", counted)
+    calls = _counted_builds(monkeypatch)
     code, stamped, stamped_err = cli(capsys, store, "build", str(demo), "--json")
     assert code == 0 and calls == [] and stamped == first_noop and stamped_err == first_err  # same answer, no pipeline
     assert cli(capsys, store, "build", str(demo))[1] == first_text
@@ -196,7 +203,6 @@ def test_the_first_no_op_after_a_build_is_answered_by_the_builds_own_stamp_as_th
 ) -> None:
     """A build that built stamps what the next build, a no-op, says (issue 36: the first no-op after
     a night's build at real size went the whole way, 0.5 s against docker's 0.12 s)."""
-    from sparkimg import api
     from sparkimg.image import stamp
 
     store = tmp_path / "store"
@@ -206,13 +212,7 @@ def test_the_first_no_op_after_a_build_is_answered_by_the_builds_own_stamp_as_th
     time.sleep(1.1)  # the inputs were written before the build started: they may be stamped
     code, built, _ = cli(capsys, store, "build", str(demo), "--json", "--key", str(key.with_suffix(".key")))
     assert code == 0 and not all(cached(built).values())
-    real_build = api.build
-    calls: list[Path] = []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0])
-        return real_build(*args, **kwargs)
-    monkeypatch.setattr(api, "build", counted)
+    calls = _counted_builds(monkeypatch)
     code, stamped, stamped_err = cli(capsys, store, "build", str(demo), "--json", "--key", str(key.with_suffix(".key")))
     assert code == 0 and calls == [], "the first no-op went the whole way"
     Path(stamp.location(store.expanduser(), demo)).unlink()
