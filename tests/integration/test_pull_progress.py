@@ -20,7 +20,8 @@ def test_a_pull_tells_the_bytes_it_received_up_to_the_whole_image(
     reference = f"{registry}/sparkimg-test/progress-{uuid.uuid4().hex[:10]}:1"
     (tmp_path / "Dockerfile").write_text(f"FROM {demo_base}\nRUN head -c {SIZE} /dev/urandom > /blob\n")
     # The legacy builder: BuildKit's cache would keep the layer, and the pull would find it there.
-    subprocess.run([engine.client, "build", "-q", "-t", reference, str(tmp_path)], check=True, capture_output=True,
+    subprocess.run([engine.client, "build", "-q", "--network", "none", "-t", reference, str(tmp_path)], check=True,
+                   capture_output=True,
                    env={**os.environ, "DOCKER_BUILDKIT": "0"})
     subprocess.run([engine.client, "push", "-q", reference], check=True, capture_output=True)
     engine.remove_image(reference)
