@@ -134,13 +134,15 @@ def _once(scheme_of: Callable[[], BaseScheme]) -> Callable[[], BaseScheme]:
     return asked
 
 
-def layer_keys(plan: Plan, records: dict[str, LayerRecord], store: Store, base: oci.BaseImage) -> list[str]:
-    """The key of each new layer of the image, in its order (nothing is written or asked)."""
+def layer_keys(plan: Plan, records: dict[str, LayerRecord], store: Store, base: oci.BaseImage
+               ) -> list[tuple[str, str]]:
+    """The name and key of each new layer of the image, in its order (nothing is written or asked;
+    a spec layer's name, ``NAME/WHEEL`` for a compile layer's large wheel, ``patches.SET``)."""
     def unasked() -> BaseScheme:
         raise AssertionError("a layer key never asks the base")
 
     media_type = oci.layer_media_type(base)
-    return [_key(work, media_type) for work in _works(plan, records, store, unasked)]
+    return [(work.name, _key(work, media_type)) for work in _works(plan, records, store, unasked)]
 
 
 def _key(work: _Work, media_type: str) -> str:

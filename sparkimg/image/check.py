@@ -114,7 +114,17 @@ def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: o
     try:
         scratch = Store(scratch_root / "store")
         fetched = fetch(plan.spec, plan.lock, store, None)
-        _copy_inputs(plan, fetched.blobs, fetched.patch_blobs, store, scratch)
+        named = layer_keys(plan, dict(records), store, base_image(plan.lock, store))
+        first_keys = [key for _, key in named]
+        reuse = {} if recheck else _checked_before(store, first_keys, first.layers)
+        # A wheel layer's wheel is not copied (nor read) when its layer is not rebuilt; compile
+        # layers are always compiled again, so their sources always are.
+        unread = {name for name, key in named if key in reuse} - {name for name, key in named if key not in reuse}
+        users = {source: [layer.name if not isinstance(layer, CompileLayer) else "" for layer in plan.spec.layers
+                          if layer.source == source] for source in fetched.blobs}
+        _copy_inputs(plan, {source: blob for source, blob in fetched.blobs.items()
+                            if not (users[source] and set(users[source]) <= unread)},
+                     fetched.patch_blobs, store, scratch)
         base = base_image(plan.lock, scratch)
         second_records: dict[str, LayerRecord] = {}
         for layer in plan.spec.layers:
@@ -126,13 +136,11 @@ def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: o
                                                        fetched.blobs[layer.source],
                                                        plan.lock.base.config_digest, scratch, engine, budget, report,
                                                        fetched.blobs)
-        first_keys = layer_keys(plan, dict(records), store, base)
-        reuse = {} if recheck else _checked_before(store, first_keys, first.layers)
         report(Event(Phase.CHECK, f"check: write {'every' if not reuse else 'each new'} image layer again", "image"))
         second = assemble(plan, second_records, scratch,
                           lambda: base_scheme(engine, base_tag, plan.lock.base.config_digest, scratch),
                           base, report, cache=False, reuse=reuse)
-        second_keys = layer_keys(plan, second_records, scratch, base)
+        second_keys = [key for _, key in layer_keys(plan, second_records, scratch, base)]
         reused = {i for i, key in enumerate(second_keys) if key in reuse}
         compared, differences = _compare(plan, records, second_records, first, second, store, scratch, reused)
         _remember(store, first_keys, second_keys, first.layers, second.layers, reused)
