@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.fs.files import identity
+from sparkimg._internal.fs.identity import identity
 from sparkimg.engine import socket_api as engine_api
 from sparkimg.engine.docker import (
     _BUILTIN_BUILDKIT_BEFORE,

@@ -22,6 +22,7 @@ import os
 import sys
 
 from sparkimg import __version__
+from sparkimg._internal.fs.identity import identity
 from sparkimg._internal.locations import KEY_ENV
 
 TYPE_CHECKING = False
@@ -92,15 +93,6 @@ def tree(root: Path) -> list[Path]:
         dirs.sort()
         found += [Path(folder) / d for d in dirs] + [Path(folder) / n for n in sorted(names)]
     return found
-
-
-def identity(path: str | os.PathLike[str]) -> list[int] | None:
-    """Inode, size, mtime and ctime (``_internal.fs.files.identity``, without its imports)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 class Stamp:

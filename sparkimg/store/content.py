@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from sparkimg._internal.fs.atomic import flock, fsync_dir, write_json_atomic
-from sparkimg._internal.fs.files import identity
 from sparkimg._internal.fs.hashing import digest_file
+from sparkimg._internal.fs.identity import identity
 from sparkimg._internal.locations import default_store
 from sparkimg.errors import HashMismatchError, SparkimgError
 from sparkimg.formats.canonical import loads

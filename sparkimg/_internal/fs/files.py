@@ -1,6 +1,6 @@
 """Files sparkimg reads from outside: without being held up by them (a FIFO or a device is
 refused before any read, a file larger than its kind can be after ``limit`` bytes), without
-following a link out of the folder they belong to, and known again by their identity."""
+following a link out of the folder they belong to (known again by ``fs.identity``)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,6 @@ from sparkimg._internal.units import format_size
 from sparkimg.errors import UsageError
 
 MiB = 1 << 20
-
-
-def identity(path: Path) -> list[int] | None:
-    """Inode, size, mtime and ctime: the same file while all four stay (ctime moves on any
-    change, and a file's owner cannot set it back; what git's index trusts). None if absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def inside(path: Path, folder: Path, *, within: str | None = None) -> Path:
