@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sparkimg._internal.units import mib
 from sparkimg.formats.steps import Step
 
 Figure = int | float | str | bool | None
@@ -138,11 +139,7 @@ class Progress:
             self._tell(True)
 
     def _tell(self, finished: bool) -> None:
-        of = f" of {_mib(self.total)}" if self.total else ""
-        self.report(Event(self.phase, f"{self.task}: {_mib(self.done)}{of}" + (" done" if finished else ""),
+        of = f" of {mib(self.total)}" if self.total else ""
+        self.report(Event(self.phase, f"{self.task}: {mib(self.done)}{of}" + (" done" if finished else ""),
                           self.layer, Kind.PROGRESS, {"task": self.task, "done": self.done, "total": self.total,
                                                       "finished": finished}))
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):,.1f} MiB"

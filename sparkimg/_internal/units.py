@@ -35,3 +35,8 @@ def format_size(n: int | float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def mib(size: int) -> str:
+    """Bytes in MiB with one decimal (``12.0 MiB``): how progress lines count a download or a pull."""
+    return f"{size / (1 << 20):,.1f} MiB"

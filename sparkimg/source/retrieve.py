@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from sparkimg._internal.fs import tree as _tree
+from sparkimg._internal.units import mib
 from sparkimg.errors import FetchError, ResolveError
 from sparkimg.events import Event, Phase, Progress, Reporter, silent
 from sparkimg.formats.lockfile import PathPin, PypiPin, SourcePin
@@ -24,7 +25,7 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     if isinstance(entry, PypiPin):
         if store.has(entry.sha256):
             return entry.sha256
-        report(Event(Phase.FETCH, f"download {entry.filename}" + (f" ({_mib(entry.size)})" if entry.size else "")))
+        report(Event(Phase.FETCH, f"download {entry.filename}" + (f" ({mib(entry.size)})" if entry.size else "")))
         chunks = _progress(_bounded(_download(entry.url), entry.size, entry.url), entry.filename, entry.size, report)
         return store.put_stream(chunks, expected=entry.sha256, what=f"sources.{name}")
     if isinstance(entry, PathPin):
@@ -48,10 +49,6 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     digest = store.put_stream(_git.archive(repo, entry.commit), what=f"sources.{name}")
     store.write_record("git", entry.commit, {"archive": digest, "tree": pin.tree})
     return digest
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):,.1f} MiB"
 
 
 def _progress(chunks: Iterator[bytes], filename: str, size: int | None, report: Reporter) -> Iterator[bytes]:
