@@ -154,16 +154,12 @@ class DockerEngine:
         """``POST /images/create`` with the client's credentials for the registry (``X-Registry-Auth``,
         as the docker client sends them), reading the daemon's JSON stream as it comes: each layer's
         downloaded bytes, summed, go to ``progress``; an error in the stream fails the pull."""
-        from urllib.parse import urlencode
-
-        name, _, digest = reference.partition("@")
-        query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
-        request = f"POST /images/create?{query}"
+        path = _create_path(reference)
+        request = f"POST {path}"
         try:
-            status, lines = engine_api.http_lines(self.api_socket or "", "POST", f"/images/create?{query}",
-                                                   _registry_auth(name), timeout)
+            status, lines = engine_api.http_lines(self.api_socket or "", "POST", path,
+                                                   _registry_auth(reference.partition("@")[0]), timeout)
             layers: dict[str, tuple[int, int]] = {}  # layer -> (received, size)
-            said = []
             for line in lines:
                 message = loads(line) if line.strip() else {}
                 if not isinstance(message, dict):
@@ -171,7 +167,6 @@ class DockerEngine:
                 if status not in (200, 201) or message.get("error") or message.get("errorDetail"):
                     raise EngineError(f"pull {reference}: the engine refused: "
                                       f"{message.get('error') or message.get('message') or line[:200]!r}")
-                said.append(message)
                 layer, detail = str(message.get("id") or ""), message.get("progressDetail") or {}
                 if message.get("status") == "Downloading" and isinstance(detail, dict) \
                         and isinstance(detail.get("total"), int) and isinstance(detail.get("current"), int):
@@ -207,11 +202,7 @@ class DockerEngine:
     def pull_plain(self, reference: str, timeout: float = 3600) -> None:
         """Pull with no credentials over the daemon's API socket (``POST /images/create``): a pull
         from a registry sparkimg itself serves on loopback. Only where ``api_socket`` is known."""
-        from urllib.parse import urlencode
-
-        name, _, digest = reference.partition("@")
-        query = urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
-        self._api("POST", f"/images/create?{query}", f"pull {reference}", timeout=timeout)
+        self._api("POST", _create_path(reference), f"pull {reference}", timeout=timeout)
 
     def load(self, archive: Path) -> str:
         """``docker load`` a docker-archive tar; return what the engine said (the loaded names). Over
@@ -441,6 +432,14 @@ def _streamed(status: int, body: str, refused: str, request: str, ok: tuple[int,
     if status not in ok:
         raise EngineError(f"{refused}: {request} answered {status}")
     return "\n".join(s for s in said if s)
+
+
+def _create_path(reference: str) -> str:
+    """The API path that pulls ``reference`` (``POST /images/create``; a digest goes as its tag)."""
+    from urllib.parse import urlencode
+
+    name, _, digest = reference.partition("@")
+    return "/images/create?" + urlencode({"fromImage": name, "tag": digest} if digest else {"fromImage": reference})
 
 
 def _registry_auth(repository: str) -> dict[str, str]:
