@@ -111,10 +111,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 def steps_line(steps: Sequence[Step]) -> str:
     """A build's steps on one line, in the order they ran: each compile named, the image's layers
     counted under the assembly's wall time (they are written several at once; ``--json`` has each)."""
-    layers = sum(step.name == "assemble" and step.layer is not None for step in steps)
+    layers = sum(step.within_assembly for step in steps)
     parts = []
     for step in steps:
-        if step.name == "assemble" and step.layer is not None:
+        if step.within_assembly:
             continue
         name = f"{step.name} {step.layer}" if step.layer else step.name
         parts.append(f"{name} {step.wall_s:.1f} s" + (f" ({layers} layers)" if step.name == "assemble" else ""))

@@ -280,8 +280,8 @@ def step_totals(steps: Sequence[Step]) -> dict[str, float]:
     history's trend: which step grows night after night."""
     totals: dict[str, float] = {}
     for step in steps:
-        if step.name == "assemble" and step.layer is not None:
-            continue  # inside the assembly's own wall time (layers are written several at once)
+        if step.within_assembly:
+            continue
         totals[step.name] = round(totals.get(step.name, 0.0) + step.wall_s, 3)
     return totals
 

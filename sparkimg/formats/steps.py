@@ -17,6 +17,12 @@ class Step:
     wall_s: float
     layer: str | None = None
 
+    @property
+    def within_assembly(self) -> bool:
+        """One image layer's writing: inside the assembly's own wall time (layers are written
+        several at once), so never added to it."""
+        return self.name == "assemble" and self.layer is not None
+
     def to_json(self) -> dict[str, Any]:
         return {"step": self.name, "layer": self.layer, "wall_s": self.wall_s}
 

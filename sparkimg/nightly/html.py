@@ -246,7 +246,8 @@ def _steps(steps: list[Mapping[str, Any]]) -> str:
 
 
 def _inside(step: Mapping[str, Any]) -> bool:
-    """A layer's writing: counted in the assembly's wall time."""
+    """A layer's writing: counted in the assembly's wall time (``Step.within_assembly``, on a
+    report's untrusted JSON)."""
     return step.get("step") == "assemble" and step.get("layer") is not None
 
 
