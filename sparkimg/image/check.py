@@ -119,11 +119,10 @@ def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: o
         reuse = {} if recheck else _checked_before(store, first_keys, first.layers)
         # A wheel layer's wheel is not copied (nor read) when its layer is not rebuilt; compile
         # layers are always compiled again, so their sources always are.
-        unread = {name for name, key in named if key in reuse} - {name for name, key in named if key not in reuse}
-        users = {source: [layer.name if not isinstance(layer, CompileLayer) else "" for layer in plan.spec.layers
-                          if layer.source == source] for source in fetched.blobs}
-        _copy_inputs(plan, {source: blob for source, blob in fetched.blobs.items()
-                            if not (users[source] and set(users[source]) <= unread)},
+        rebuilt = {name for name, key in named if key not in reuse}
+        read = {layer.source for layer in plan.spec.layers if isinstance(layer, CompileLayer) or layer.name in rebuilt}
+        unread = {layer.source for layer in plan.spec.layers} - read
+        _copy_inputs(plan, {source: blob for source, blob in fetched.blobs.items() if source not in unread},
                      fetched.patch_blobs, store, scratch)
         base = base_image(plan.lock, scratch)
         second_records: dict[str, LayerRecord] = {}
