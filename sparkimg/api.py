@@ -19,6 +19,7 @@ from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
 
 if TYPE_CHECKING:
+    from sparkimg.compile.bounds import Overrides
     from sparkimg.distribution.archive import Loaded, Saved
     from sparkimg.distribution.pull import Pulled
     from sparkimg.distribution.push import Pushed
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
     from sparkimg.formats.statement import RunMetadata
-    from sparkimg.image.bounds import Overrides
     from sparkimg.image.stamp import Stamp as NoopAnswer
     from sparkimg.lock.resolve import Lock
     from sparkimg.nightly.history import History, Rolled
@@ -111,7 +111,7 @@ _LAZY = {
     "Built": ("sparkimg.pipeline.build", "Built"),
     "NodeRequest": ("sparkimg.receipts.node", "NodeRequest"),
     "PrewarmRequest": ("sparkimg.prewarm.request", "PrewarmRequest"),
-    "Overrides": ("sparkimg.image.bounds", "Overrides"),
+    "Overrides": ("sparkimg.compile.bounds", "Overrides"),
     "RunMetadata": ("sparkimg.formats.statement", "RunMetadata"),
     "NightOptions": ("sparkimg.nightly.run", "Options"),
     "ReceiptReport": ("sparkimg.receipts.verify", "Report"),

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.units import format_size
+from sparkimg.compile.bounds import mem_available
 from sparkimg.errors import SparkimgError
-from sparkimg.image.bounds import mem_available
 
 
 def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[str, Any]:

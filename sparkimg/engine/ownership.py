@@ -1,7 +1,7 @@
 """Which sparkimg process owns a container: an owner label (host, pid, start time, PID namespace)
 on every container sparkimg starts, and a lease the container can watch. A later run removes the
 containers of owners that died (kill -9), and a container's wrapper stops its work when its
-owner's lease comes free (image/compile.py, prewarm/worker.py)."""
+owner's lease comes free (compile/container.py, prewarm/worker.py)."""
 
 from __future__ import annotations
 

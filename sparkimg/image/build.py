@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sparkimg.compile.bounds import Overrides, derive
 from sparkimg.engine.protocol import Engine
 from sparkimg.events import Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.oci import BaseImage, ImageRecord
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme
 from sparkimg.formats.steps import Step
-from sparkimg.image.bounds import Overrides, derive
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.lock.resolve import Lock
 from sparkimg.plan.keys import KEY_LABEL, Keyed, Plan, compute, image_ref, is_built, layer_keys, layer_record, remember
@@ -184,7 +184,9 @@ def build(
                 records[layer.name] = record
                 report(Event(Phase.COMPILE, f"compile {layer.name}: cached ({planned.key[:12]})", layer.name))
                 continue
-            from sparkimg.image.compile import compile_layer  # only when a layer compiles: a patch-only build skips it
+            from sparkimg.compile.container import (
+                compile_layer,  # only when a layer compiles: a patch-only build skips it
+            )
 
             budget = derive(layer.bounds, overrides, layer=layer.name)
             with steps.timed("compile", layer.name):

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.fs.hashing import sha256_of
+from sparkimg.compile.bounds import Overrides, derive
 from sparkimg.engine.protocol import Engine
 from sparkimg.events import Event, Phase, Reporter
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of
 from sparkimg.formats.record import LayerRecord
 from sparkimg.image import layer as layer_mod
-from sparkimg.image.bounds import Overrides, derive
 from sparkimg.plan.keys import Plan
 from sparkimg.spec import CompileLayer
 from sparkimg.store.content import Store
@@ -105,9 +105,9 @@ def rebuild_and_compare(plan: Plan, records: Mapping[str, LayerRecord], first: o
     """Build ``plan`` again in a scratch store and compare with ``first`` (and ``records``); image
     layers an earlier check showed identical are not rebuilt unless ``recheck``."""
     from sparkimg.base.pyscheme import base_scheme
+    from sparkimg.compile.container import compile_layer
     from sparkimg.fetch.inputs import base_image, fetch
     from sparkimg.image.assemble import assemble, layer_keys
-    from sparkimg.image.compile import compile_layer
 
     started = time.monotonic()
     scratch_root = store.temp_dir("check.")

@@ -37,9 +37,9 @@ from sparkimg.store.gc import collect
 from sparkimg.store.roots import ROOTS, remember_nightly, root_name
 
 if TYPE_CHECKING:
+    from sparkimg.compile.bounds import Overrides
     from sparkimg.distribution.push import Pushed
     from sparkimg.engine.protocol import Engine
-    from sparkimg.image.bounds import Overrides
     from sparkimg.lock.resolve import Lock
     from sparkimg.store.content import Store
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sparkimg.compile.bounds import Overrides
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
-from sparkimg.image.bounds import Overrides
 from sparkimg.image.build import BuildResult, described
 from sparkimg.image.build import build as build_image
 from sparkimg.image.check import CheckReport, check_built

@@ -2,7 +2,7 @@
 
 A key covers the base digest, source digests, command, env, CUDA architectures, toolchain
 and parent keys; never the job count, the bounds or the time. What a compile layer's container
-is given (``image.compile.container_env`` and its mounts) comes only from what its key names,
+is given (``compile.container.container_env`` and its mounts) comes only from what its key names,
 so one key always means one set of bytes (tests/unit/plan/test_one_key_one_output.py). The plan is pure over the
 spec, the lock and the store's records: whether the image is built (in the store, and that
 image in the engine) is asked in one place (``image.build.image_state``) and handed in as

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from sparkimg._internal.units import format_size
+from sparkimg.compile.bounds import Budget, Overrides, derive
 from sparkimg.engine.connect import connect
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
-from sparkimg.image.bounds import Budget, Overrides, derive
 from sparkimg.prewarm import targets
 from sparkimg.prewarm.runner import HostRunner, compile_path, runner_for
 from sparkimg.prewarm.targets import Target

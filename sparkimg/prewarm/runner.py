@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkimg._internal.units import format_size
+from sparkimg.compile.bounds import Budget
 from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import OOMError, UsageError
-from sparkimg.image.bounds import Budget
 
 if TYPE_CHECKING:
     from sparkimg.prewarm.targets import Target

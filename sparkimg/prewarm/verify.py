@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.fs.hashing import hash_many
+from sparkimg.compile import audit
 from sparkimg.formats.prewarm_manifest import CachedFile, CachedModule, PrewarmManifest
-from sparkimg.image import audit
 from sparkimg.prewarm import manifest
 from sparkimg.signing.keys import PublicKey
 from sparkimg.spec import Arch

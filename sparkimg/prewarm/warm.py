@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg._internal.fs.hashing import digest_file
+from sparkimg.compile.bounds import Budget
 from sparkimg.errors import BuildError
 from sparkimg.events import Event, Figure, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.statement import Descriptor
-from sparkimg.image.bounds import Budget
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.runner import Runner
 from sparkimg.prewarm.targets import Target
@@ -27,8 +27,8 @@ from sparkimg.prewarm.worker import EVENT, JOURNAL
 from sparkimg.signing.keys import PrivateKey
 
 if TYPE_CHECKING:
+    from sparkimg.compile.bounds import Overrides
     from sparkimg.engine.protocol import Engine
-    from sparkimg.image.bounds import Overrides
     from sparkimg.image.build import BuildResult
     from sparkimg.spec import Spec
 
@@ -185,7 +185,7 @@ def prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, 
                   key: PrivateKey | None, report: Reporter) -> tuple[Result, Descriptor]:
     """``build --prewarm``: the spec's kernel set compiled inside the image just built; the result
     and its entry for the receipt."""
-    from sparkimg.image.bounds import derive
+    from sparkimg.compile.bounds import derive
     from sparkimg.prewarm.runner import runner_for
     from sparkimg.prewarm.targets import target_of_spec
 

@@ -10,6 +10,7 @@ from sparkimg.formats.archs import dotted_arch
 from sparkimg.spec.checker import PLACEHOLDER, Checker
 from sparkimg.spec.load import load_spec
 from sparkimg.spec.model import (
+    COMPILER_CACHES,
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
@@ -21,6 +22,7 @@ from sparkimg.spec.model import (
     BaseImage,
     Bounds,
     CompileLayer,
+    CompilerCache,
     GitSource,
     KernelModule,
     KernelSet,
@@ -39,6 +41,7 @@ from sparkimg.spec.model import (
 )
 
 __all__ = [
+    "COMPILER_CACHES",
     "DEFAULT_JOB_MEMORY",
     "DEFAULT_MEMORY",
     "DEFAULT_PIDS",
@@ -52,6 +55,7 @@ __all__ = [
     "Bounds",
     "Checker",
     "CompileLayer",
+    "CompilerCache",
     "GitSource",
     "KernelModule",
     "KernelSet",

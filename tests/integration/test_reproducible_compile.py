@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from sparkimg.compile import wheelzip
+from sparkimg.compile.bounds import Overrides, derive
+from sparkimg.compile.container import compile_layer
 from sparkimg.engine.protocol import Engine
 from sparkimg.fetch.inputs import fetch
 from sparkimg.formats.record import LayerRecord
-from sparkimg.image import wheelzip
-from sparkimg.image.bounds import Overrides, derive
-from sparkimg.image.compile import compile_layer
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.plan.keys import compute
 from sparkimg.spec import CompileLayer, Spec, load_spec

@@ -38,7 +38,7 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def stage_of(module: str) -> str:
-    """``sparkimg.image.compile`` -> ``sparkimg.image``; top-level modules are stages of their own."""
+    """``sparkimg.compile.container`` -> ``sparkimg.image``; top-level modules are stages of their own."""
     return ".".join(module.split(".")[:2])
 
 

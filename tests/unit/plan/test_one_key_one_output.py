@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from sparkimg.compile.bounds import Budget
+from sparkimg.compile.container import container_env, host_toolkit
 from sparkimg.errors import SparkimgError
 from sparkimg.formats.canonical import digest_of
-from sparkimg.image.bounds import Budget
-from sparkimg.image.compile import container_env, host_toolkit
 from sparkimg.lock.resolve import Lock
 from sparkimg.plan.keys import key_of, layer_inputs
 from sparkimg.spec import CompileLayer, Spec, load_spec
@@ -78,7 +78,7 @@ def lock_data() -> dict[str, Any]:
 
 def container(spec: Spec, lock: Lock, layer: CompileLayer) -> dict[str, Any]:
     """Everything the layer's container is given: its environment, the image it runs, and what is
-    mounted (``image.compile.compile_layer``: the source with its patches at /src, each input at
+    mounted (``compile.container.compile_layer``: the source with its patches at /src, each input at
     /inputs/NAME, the host toolkit)."""
     return {
         "env": container_env(spec, lock, layer, BUDGET),

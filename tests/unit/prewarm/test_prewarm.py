@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from sparkimg.compile.bounds import Overrides, derive
 from sparkimg.errors import CacheMismatchError, EnvelopeError, SpecError, UsageError
 from sparkimg.events import Collected
-from sparkimg.image.bounds import Overrides, derive
 from sparkimg.prewarm import manifest
 from sparkimg.prewarm.catalogue import GENERATORS
 from sparkimg.prewarm.serving import cache_args

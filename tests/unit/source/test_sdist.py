@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from sparkimg._internal.net import pypi as _pypi
+from sparkimg.compile.container import prepare_source
 from sparkimg.errors import BuildError, LockError, ResolveError
 from sparkimg.formats.lockfile import LockFile, PypiPin
-from sparkimg.image.compile import prepare_source
 from sparkimg.plan.keys import key_of, layer_inputs
 from sparkimg.source import patching as _srcpatch
 from sparkimg.source import sdist as _sdist

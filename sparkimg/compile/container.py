@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.units import format_size
+from sparkimg.compile import audit, elfnames, wheelzip
+from sparkimg.compile.bounds import Budget
 from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import AuditError, BuildError, LockError, OOMError
 from sparkimg.events import Event, Kind, Phase, Reporter
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.lockfile import PypiPin
 from sparkimg.formats.record import LayerRecord, Metrics, Output
-from sparkimg.image import audit, elfnames, wheelzip
-from sparkimg.image.bounds import Budget
 from sparkimg.lock.resolve import Lock
 from sparkimg.plan.keys import RECORDS, PlannedLayer, compile_epoch
 from sparkimg.source import patching as _srcpatch

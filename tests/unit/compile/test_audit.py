@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkimg.image.audit import audit_file, failure_lines, failures, fatbins, helpers, targets
+from sparkimg.compile.audit import audit_file, failure_lines, failures, fatbins, helpers, targets
 from tests.formats import entry, fatbin
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkimg.image import elfnames, wheelzip
-from sparkimg.image.audit import targets
+from sparkimg.compile import elfnames, wheelzip
+from sparkimg.compile.audit import targets
 from tests.formats import entry, fatbin
 
 DIST = "pkg-1.0.dist-info"

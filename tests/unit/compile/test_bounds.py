@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkimg.compile.bounds import Overrides, derive, mem_available
 from sparkimg.errors import BudgetError
-from sparkimg.image.bounds import Overrides, derive, mem_available
 from sparkimg.spec import Bounds
 
 GIB = 1 << 30
