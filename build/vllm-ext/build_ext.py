@@ -15,7 +15,9 @@ input, nvcc is ``$CUDA_HOME``. Steps:
 3. ninja builds the target with ``$SPARKIMG_JOBS`` jobs; objects that match a heavy rule go
    through a ninja pool whose depth comes from the memory budget, so two of them never run
    together where the budget cannot hold both;
-4. every object's wall time and peak memory (the largest process of its compile: nvcc runs
+4. each compile goes through the layer's compiler cache when sparkimg mounts one
+   (``$SPARKIMG_COMPILER_LAUNCHER``: ccache, its store folder and settings in the environment);
+   every object's wall time and peak memory (the largest process of its compile: nvcc runs
    its stages one after another) is written to ``$SPARKIMG_META/steps.json``; sparkimg keeps
    it in the layer record;
 5. one wheel, ``sparkimg_vllm_ext-VERSION+ARCHS-cp38-abi3-linux_MACHINE.whl``, holding
@@ -260,9 +262,11 @@ def rewrite_ninja(target: str, chosen: list[str], heavy: list[str], depth: int, 
 
 
 def measure(argv: list[str]) -> int:
-    """The compiler launcher: run one compile, append its wall time and peak memory."""
+    """The compiler launcher: run one compile (through the layer's compiler cache when sparkimg
+    gives it one: ``$SPARKIMG_COMPILER_LAUNCHER``), append its wall time and peak memory."""
+    cache = os.environ.get("SPARKIMG_COMPILER_LAUNCHER")
     started = time.monotonic()
-    code = subprocess.run(argv).returncode
+    code = subprocess.run([cache, *argv] if cache else argv).returncode
     wall = time.monotonic() - started
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     output = argv[argv.index("-o") + 1] if "-o" in argv else "?"

@@ -10,6 +10,7 @@ one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store ad
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 from sparkimg._internal.units import format_size
 from sparkimg.compile import audit, elfnames, wheelzip
+from sparkimg.compile import cache as compiler_cache
 from sparkimg.compile.bounds import Budget
 from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import AuditError, BuildError, LockError, OOMError
@@ -66,6 +68,10 @@ child=$!
 wait "$child"
 rc=$?
 [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+# The compiler cache's figures for this build, and its server stopped (sparkimg sets the command).
+if [ -n "$SPARKIMG_COMPILER_STATS" ]; then
+  /bin/sh -c "$SPARKIMG_COMPILER_STATS" > /sparkimg/meta/compiler-cache.json 2>/dev/null
+fi
 g=/sys/fs/cgroup
 peak=$(cat $g/memory/memory.max_usage_in_bytes 2>/dev/null || cat $g/memory.peak 2>/dev/null || echo null)
 cpu_ns=$(cat $g/cpuacct/cpuacct.usage 2>/dev/null || cat $g/cpu,cpuacct/cpuacct.usage 2>/dev/null || echo null)
@@ -94,85 +100,109 @@ def compile_layer(
     report: Reporter,
     input_blobs: Mapping[str, str] | None = None,
 ) -> LayerRecord:
-    """Build one layer, audit its outputs, admit them to the store; return its record."""
+    """Build one layer, audit its outputs, admit them to the store; return its record. The
+    layer's compiler cache is the store's (``build --check`` compiles in a scratch store: with an
+    empty one)."""
     work = store.temp_dir(f"compile-{layer.name}.")
+    cache = layer.compiler_cache
+    tool = store.blob((input_blobs or {})[cache.source]) if cache is not None else None
     try:
-        src, out, meta, tools = (work / d for d in ("src", "out", "meta", "bin"))
-        for folder in (src, out, meta, tools):
-            folder.mkdir()
-        out.chmod(0o777)
-        meta.chmod(0o777)
-        prepare_source(spec, lock, layer, store.blob(source_blob), src)
-        (tools / "run.sh").write_text(WRAPPER)
-        mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
-                  Mount(meta, "/sparkimg/meta", writable=True)]
-        for name in layer.inputs:
-            staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
-            mounts.append(Mount(staged, f"/inputs/{name}"))
-        toolkit = host_toolkit(lock)
-        if toolkit is not None:
-            mounts.append(Mount(*toolkit))
-        env = container_env(spec, lock, layer, budget)
-        report(Event(Phase.COMPILE, f"compile {layer.name}: {budget.jobs} job(s), memory "
-                     f"{format_size(budget.memory)}, pids {budget.pids}, network none", layer.name,
-                     figures={"jobs": budget.jobs, "memory": budget.memory, "pids": budget.pids}))
-        tail: list[str] = []
-
-        def keep(name: str, phase: str, line: str) -> None:
-            tail.append(line)
-            del tail[:-30]
-            report(Event(Phase(phase), line, name, Kind.LOG))
-
-        started = time.monotonic()
-        result = engine.run_bounded(
-            base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
-            limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
-            mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
-        )
-        wall = time.monotonic() - started
-        metrics = _metrics(meta / "metrics.json", wall)
-        if result.oom_killed:
-            peak = metrics.peak_memory
-            raise OOMError(
-                f"layer {layer.name}: killed by the OOM killer at its memory bound "
-                f"{format_size(budget.memory)} (peak {format_size(peak) if peak else 'at the bound'}, "
-                f"{budget.jobs} job(s) of {format_size(budget.job_memory)} each)",
-                hint="raise the layer's memory (or --memory), or raise job_memory so fewer jobs run at once",
-            )
-        if result.exit_code != 0:
-            raise BuildError(f"layer {layer.name}: command exited with {result.exit_code}; last output:\n"
-                             + "\n".join(f"    {line}" for line in tail[-15:]))
-        produced = sorted(out.glob(layer.outputs))
-        if not produced:
-            raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
-                             hint="make the command write its wheels into /out")
-        for path in produced:
-            _normalise(layer.name, path, compile_epoch(lock, layer))
-        wanted = [a.sm for a in spec.cuda_architectures]
-        reports = [r for path in produced for r in audit.audit_output(path, wanted)]
-        bad = audit.failures(reports)
-        store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
-        report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
-                     f"{len(bad)} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
-                     layer.name))
-        for line in audit.helpers(reports):
-            report(Event(Phase.AUDIT, f"audit {layer.name}: helper {line}", layer.name))
-        if bad:
-            lines = "\n".join(f"    {line}" for line in audit.failure_lines(bad))
-            raise AuditError(
-                f"layer {layer.name}: compiled code lacks requested CUDA architectures "
-                f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",
-                hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
-                "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
-            )
-        outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
-                        for p in produced)
-        record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
-                             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), _steps(meta / "steps.json"))
-        store.write_record(RECORDS, planned.key, record.to_json())
-        return record
+        with (compiler_cache.attached(store, lock, layer, tool, work) if tool is not None
+              else contextlib.nullcontext(None)) as attached:
+            return _compile(spec, lock, layer, planned, source_blob, base_image, store, engine, budget, report,
+                            input_blobs, work, attached)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer, source_blob: str, base_image: str,
+             store: Store, engine: Engine, budget: Budget, report: Reporter, input_blobs: Mapping[str, str] | None,
+             work: Path, cache: compiler_cache.Attached | None) -> LayerRecord:
+    src, out, meta, tools = (work / d for d in ("src", "out", "meta", "bin"))
+    for folder in (src, out, meta, tools):
+        folder.mkdir()
+    out.chmod(0o777)
+    meta.chmod(0o777)
+    prepare_source(spec, lock, layer, store.blob(source_blob), src)
+    (tools / "run.sh").write_text(WRAPPER)
+    mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
+              Mount(meta, "/sparkimg/meta", writable=True)]
+    for name in layer.inputs:
+        staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
+        mounts.append(Mount(staged, f"/inputs/{name}"))
+    toolkit = host_toolkit(lock)
+    if toolkit is not None:
+        mounts.append(Mount(*toolkit))
+    env = container_env(spec, lock, layer, budget)
+    if cache is not None:
+        mounts += cache.mounts()
+        env.update(cache.env())
+    report(Event(Phase.COMPILE, f"compile {layer.name}: {budget.jobs} job(s), memory "
+                 f"{format_size(budget.memory)}, pids {budget.pids}, network none"
+                 + (f", {cache.tool} ({cache.folder.name})" if cache is not None else ""), layer.name,
+                 figures={"jobs": budget.jobs, "memory": budget.memory, "pids": budget.pids}))
+    tail: list[str] = []
+
+    def keep(name: str, phase: str, line: str) -> None:
+        tail.append(line)
+        del tail[:-30]
+        report(Event(Phase(phase), line, name, Kind.LOG))
+
+    started = time.monotonic()
+    result = engine.run_bounded(
+        base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
+        limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
+        mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
+    )
+    wall = time.monotonic() - started
+    metrics = _metrics(meta / "metrics.json", wall)
+    if result.oom_killed:
+        peak = metrics.peak_memory
+        raise OOMError(
+            f"layer {layer.name}: killed by the OOM killer at its memory bound "
+            f"{format_size(budget.memory)} (peak {format_size(peak) if peak else 'at the bound'}, "
+            f"{budget.jobs} job(s) of {format_size(budget.job_memory)} each)",
+            hint="raise the layer's memory (or --memory), or raise job_memory so fewer jobs run at once",
+        )
+    if result.exit_code != 0:
+        raise BuildError(f"layer {layer.name}: command exited with {result.exit_code}; last output:\n"
+                         + "\n".join(f"    {line}" for line in tail[-15:]))
+    produced = sorted(out.glob(layer.outputs))
+    if not produced:
+        raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
+                         hint="make the command write its wheels into /out")
+    for path in produced:
+        _normalise(layer.name, path, compile_epoch(lock, layer))
+    wanted = [a.sm for a in spec.cuda_architectures]
+    reports = [r for path in produced for r in audit.audit_output(path, wanted)]
+    bad = audit.failures(reports)
+    store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
+    report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
+                 f"{len(bad)} lacking {', '.join(a.text for a in spec.cuda_architectures)}",
+                 layer.name))
+    for line in audit.helpers(reports):
+        report(Event(Phase.AUDIT, f"audit {layer.name}: helper {line}", layer.name))
+    if bad:
+        lines = "\n".join(f"    {line}" for line in audit.failure_lines(bad))
+        raise AuditError(
+            f"layer {layer.name}: compiled code lacks requested CUDA architectures "
+            f"({', '.join(a.text for a in spec.cuda_architectures)}):\n{lines}",
+            hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
+            "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
+        )
+    outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
+                    for p in produced)
+    steps = _steps(meta / "steps.json")
+    hits = compiler_cache.summary(cache, meta, steps) if cache is not None else {}
+    if hits:
+        report(Event(Phase.COMPILE, f"compile {layer.name}: {hits['tool']}: {hits['hits']} hit(s), "
+                     f"{hits['misses']} miss(es)" + (f", {hits['saved_s']:.0f} s of compiling saved"
+                                                     if hits.get("saved_s") else ""), layer.name,
+                     figures={k: v for k, v in hits.items() if isinstance(v, (int, float))}))
+    record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
+                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), steps, hits)
+    store.write_record(RECORDS, planned.key, record.to_json())
+    return record
 
 
 def host_toolkit(lock: Lock) -> tuple[Path, str] | None:

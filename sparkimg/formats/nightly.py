@@ -129,6 +129,8 @@ class LayerRun:
     cpu_s: float | None = None
     peak_memory_bytes: int | None = None
     objects: tuple[ObjectCost, ...] = ()
+    # The compiler cache's figures for a rebuilt layer (tool, hits, misses, errors, saved_s).
+    compiler_cache: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -136,6 +138,8 @@ class LayerRun:
             "wall_s": self.wall_s, "cpu_s": self.cpu_s, "peak_memory_bytes": self.peak_memory_bytes}
         if self.objects:
             data["objects"] = [o.to_json() for o in self.objects]
+        if self.compiler_cache:
+            data["compiler_cache"] = dict(self.compiler_cache)
         return data
 
     def report(self) -> dict[str, Any]:
@@ -156,7 +160,23 @@ class LayerRun:
         return cls(_get(data, where, "name", str, "a layer name"), status, _get(data, where, "reason", str, "a reason"),
                    _get(data, where, "key", str, "a key or null", null=True), _number(data, where, "wall_s"),
                    _number(data, where, "cpu_s"), None if peak is None else int(peak),
-                   tuple(ObjectCost.from_json(o, where) for o in objects[:OBJECTS_KEPT]))
+                   tuple(ObjectCost.from_json(o, where) for o in objects[:OBJECTS_KEPT]),
+                   cache_figures(data.get("compiler_cache")))
+
+
+CACHE_FIGURES = ("tool", "hits", "misses", "errors", "saved_s")
+
+
+def cache_figures(value: Any) -> dict[str, Any]:
+    """A layer's compiler cache figures as the report keeps them: the tool's name and numbers, no
+    more (anything else in an entry written by hand or by another version is dropped)."""
+    if not isinstance(value, dict):
+        return {}
+    kept = {k: value[k] for k in CACHE_FIGURES[1:]
+            if isinstance(value.get(k), int | float) and not isinstance(value.get(k), bool)}
+    if isinstance(value.get("tool"), str):
+        kept["tool"] = value["tool"][:80]
+    return kept
 
 
 @dataclass(frozen=True)

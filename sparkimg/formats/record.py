@@ -7,7 +7,7 @@ the receipt (byproducts, bounds) and the CLI (figures) read it through this mode
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkimg.errors import UsageError
@@ -51,6 +51,9 @@ class LayerRecord:
     # Per-object figures a build script reported (``/sparkimg/meta/steps.json``: object, wall_s,
     # peak_memory, heavy), for the layers whose cost is in a few objects (build/vllm-ext).
     steps: tuple[Mapping[str, Any], ...] = ()
+    # The compiler cache's figures for this build (``compile.cache.summary``: tool, folder, hits,
+    # misses, errors, saved_s, bytes); empty when the layer compiled without one.
+    compiler_cache: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def jobs(self) -> int:
@@ -62,6 +65,8 @@ class LayerRecord:
                 "audit": [dict(a) for a in self.audit], "finished": self.finished}
         if self.steps:
             data["steps"] = [dict(s) for s in self.steps]
+        if self.compiler_cache:
+            data["compiler_cache"] = dict(self.compiler_cache)
         return data
 
     @classmethod
@@ -75,7 +80,7 @@ class LayerRecord:
                 Metrics(float(metrics["wall_s"]), _opt_float(metrics.get("cpu_s")),
                         _opt_int(metrics.get("peak_memory"))),
                 dict(data["budget"]), tuple(dict(a) for a in data["audit"]), data.get("finished"),
-                tuple(dict(s) for s in data.get("steps") or ()))
+                tuple(dict(s) for s in data.get("steps") or ()), dict(data.get("compiler_cache") or {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where}: not a sparkimg layer record ({exc.__class__.__name__}: {exc})",
                              hint="remove it; the next build compiles the layer again") from None

@@ -206,10 +206,20 @@ def _layers(layers: list[Mapping[str, Any]]) -> str:
         rows.append(f"<tr><td>{_esc(layer.get('name'), 300)}</td><td class=\"{css}\">{_esc(status, 40)}</td>"
                     f"<td>{_esc(layer.get('reason'))}</td><td class=\"n\">{_seconds(layer.get('wall_s'))}</td>"
                     f"<td class=\"n\">{_seconds(layer.get('cpu_s'))}</td>"
-                    f"<td class=\"n\">{_bytes(layer.get('peak_memory_bytes'))}</td></tr>")
+                    f"<td class=\"n\">{_bytes(layer.get('peak_memory_bytes'))}</td>"
+                    f"<td>{_cache(layer.get('compiler_cache'))}</td></tr>")
     summary = ", ".join(f"{n} {_esc(s, 40)}" for s, n in counts.items())
-    columns = {"layer": 22, "status": 9, "reason": 36, "wall": 10, "CPU": 10, "peak memory": 13}
+    columns = {"layer": 20, "status": 9, "reason": 30, "wall": 9, "CPU": 9, "peak memory": 11, "compiler cache": 12}
     return f"<h2>Layers</h2>\n<p>{summary}</p>\n" + _table(columns, rows) + _objects(layers)
+
+
+def _cache(value: Any) -> str:
+    """A rebuilt layer's compiler cache in a cell: hits, misses, the compile time it saved."""
+    if not isinstance(value, Mapping) or not value:
+        return "<span class=\"muted\">-</span>"
+    hits, misses, saved = (plots.number(value.get(k)) for k in ("hits", "misses", "saved_s"))
+    text = f"{int(hits or 0)} hit, {int(misses or 0)} miss"
+    return _esc(text + (f", {_seconds(saved)} saved" if saved else ""), 80)
 
 
 def _objects(layers: list[Mapping[str, Any]]) -> str:

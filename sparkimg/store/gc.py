@@ -20,7 +20,10 @@ Removal is safe under kill -9 at any point: records go before blobs, each by one
 and everything the store reads checks that the blobs a record names are there (a record
 whose blob is gone is no record), so a half-done gc leaves a store that ``build`` trusts.
 Small caches that name no blob (base schemes, nvcc answers, parsed specs, memos, stamps,
-build state) are kept; git mirrors are kept (``docs/lock.md``).
+build state) are kept; git mirrors are kept (``docs/lock.md``). A compiler cache folder
+(``store.caches``) is kept while a root's spec uses it (the root record names it) and never
+while a build holds it; ``--keep-storage`` counts the caches with the blobs and removes the least
+recently used of both, a cache still in use by a spec included (it holds only speed).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg.formats.canonical import loads
+from sparkimg.store import caches
 from sparkimg.store.content import Store
 from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
 
@@ -43,6 +47,7 @@ NAMED = ("images", "layers", "statements", "audits", "git", "sboms", "sbom-layer
 NAMING = ("oci-layers", "compressed-layers", "checked-layers")  # caches live when they name a live digest
 SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned for references
 LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems
+CACHE = "compiler-cache"  # a Doomed's kind for a compiler cache folder
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Doomed:
 
     path: Path
     size: int
-    kind: str  # "blob" or the record's kind
+    kind: str  # "blob", the record's kind, or "compiler-cache" (a folder)
     used: float  # last use (the later of atime and mtime): --keep-storage removes the oldest first
     modified: float
 
@@ -66,6 +71,8 @@ class Collection:
     removed: list[Doomed] = field(default_factory=list)
     work_folders: int = 0
     dry_run: bool = False
+    cache_bytes: int = 0  # compiler caches kept
+    caches: list[Doomed] = field(default_factory=list)  # every compiler cache, for --keep-storage
 
     @property
     def removed_bytes(self) -> int:
@@ -75,7 +82,9 @@ class Collection:
         blobs = [d for d in self.removed if d.kind == "blob"]
         return {"dry_run": self.dry_run, "roots": self.roots, "live": self.live, "kept_bytes": self.kept_bytes,
                 "removed_bytes": self.removed_bytes, "removed_blobs": len(blobs),
-                "removed_records": len(self.removed) - len(blobs), "work_folders": self.work_folders,
+                "removed_records": sum(1 for d in self.removed if d.kind not in ("blob", CACHE)),
+                "removed_compiler_caches": sum(1 for d in self.removed if d.kind == CACHE),
+                "kept_compiler_cache_bytes": self.cache_bytes, "work_folders": self.work_folders,
                 "removed": [{"path": str(d.path), "kind": d.kind, "size": d.size} for d in self.removed]}
 
 
@@ -108,7 +117,8 @@ def _files(path: Path) -> Iterator[Path]:
 
 
 def _root_documents(store: Store, keep: Sequence[Path], locked: bool) -> tuple[list[str], set[str], float | None]:
-    """(what the roots are, the digests they name, the start of the oldest live lease)."""
+    """(what the roots are, the digests and compiler cache folders they name, the start of the
+    oldest live lease)."""
     described: list[str] = []
     named: set[str] = set()
     for record in sorted((store.root / "records" / ROOTS).glob("*.json")):
@@ -121,6 +131,7 @@ def _root_documents(store: Store, keep: Sequence[Path], locked: bool) -> tuple[l
             continue  # the spec is gone: so is its root (its record is removed below)
         described.append(f"spec {spec}")
         named.update(str(k) for k in data.get("keys", []))
+        named.update(str(k) for k in data.get("compiler_caches", []))
         places = [Path(data.get("lock", "")), Path(data.get("receipts", "")),
                   *(Path(f) / "entries" for f in data.get("nightly", []))]
         for path in (p for place in places if str(place) not in ("", ".") for p in _files(place)):
@@ -209,6 +220,13 @@ def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> 
             gone = True
         if gone and (d := _doomed(path, ROOTS)) is not None:
             doomed.append(d)
+    for path in caches.folders(store):
+        d = Doomed(path, caches.size(path), CACHE, caches.last_used(path), caches.last_used(path))
+        found.caches.append(d)
+        if path.name in named:
+            found.cache_bytes += d.size
+        else:
+            doomed.append(d)
     blobs = store.root / "blobs" / "sha256"
     for path in sorted(blobs.iterdir()):
         d = _doomed(path, "blob")
@@ -230,29 +248,37 @@ def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None
         found, doomed = survey(store, keep, locked=True)
         if keep_storage is not None:
             doomed = _over(found, doomed, keep_storage)
-        found.removed, found.dry_run = doomed, dry_run
+        found.removed, found.dry_run = list(doomed), dry_run
         if not dry_run:
             found.work_folders = store.sweep()
             for d in doomed:  # records first: a record never names a blob that is gone while it stays
-                d.path.unlink(missing_ok=True)
+                if d.kind == CACHE:
+                    if not caches.remove(store, d.path):
+                        found.removed.remove(d)  # a build uses it now: kept
+                else:
+                    d.path.unlink(missing_ok=True)
     return found
 
 
 def _over(found: Collection, doomed: list[Doomed], budget: int) -> list[Doomed]:
-    """The least recently used unreachable blobs, until the blobs left fit ``budget``, and the
-    unreachable records that name one of them (the others stay: a cache whose blob stays is useful)."""
-    blobs = sorted((d for d in doomed if d.kind == "blob"), key=lambda d: d.used)
-    total = found.kept_bytes + sum(d.size for d in blobs)
+    """The least recently used of the unreachable blobs and of every compiler cache (a cache holds
+    only speed, so one a spec still uses may go too), until the blobs and caches left fit
+    ``budget``; and the unreachable records that name a blob removed (the others stay: a cache
+    whose blob stays is useful)."""
+    candidates = sorted([d for d in doomed if d.kind == "blob"] + found.caches, key=lambda d: d.used)
+    total = found.kept_bytes + sum(d.size for d in candidates if d.kind == "blob") + \
+        sum(d.size for d in found.caches)
     chosen: list[Doomed] = []
-    for d in blobs:
+    for d in candidates:
         if total <= budget:
             break
         chosen.append(d)
         total -= d.size
-    gone = {d.path.name for d in chosen}
-    records = [d for d in doomed if d.kind != "blob"
+    gone = {d.path.name for d in chosen if d.kind == "blob"}
+    records = [d for d in doomed if d.kind not in ("blob", CACHE)
                and (d.kind == ROOTS or references(_read(d.path)) & gone or d.path.stem in gone)]
-    found.kept_bytes += sum(d.size for d in blobs if d not in chosen)
+    found.kept_bytes += sum(d.size for d in doomed if d.kind == "blob" and d not in chosen)
+    found.cache_bytes = sum(d.size for d in found.caches if d not in chosen)
     return records + chosen
 
 

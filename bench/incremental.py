@@ -1,0 +1,140 @@
+"""A one-file vLLM change against the cold build, with the compiler cache (issue: an object cache
+in the bounded compile containers). layers/vllm-stable-gb10.yaml (the CI subset, or ``--whole``
+for all 75 objects) is built from an empty store and an empty cache; then a source patch adds one
+symbol to csrc/layernorm_kernels.cu, as a one-commit vLLM move would, the spec is locked again and
+built in the same store. Prints both times, their ratio (the baseline is the cold build in the
+same run), the cache's hits and misses and the compile time it saved; ``--check`` then runs
+``build --check`` (a second compile with no cache at all, compared byte for byte).
+
+Needs scripts/dev-up; makes the vLLM build base (scripts/vllm-build-image, once) and unpacks
+CUTLASS (scripts/vendor-cutlass). CI subset: a few minutes; whole target: about an hour on two cores.
+Usage: python bench/incremental.py [--whole] [--check] [--memory 14g]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SPEC = REPO / "layers" / "vllm-stable-gb10.yaml"
+CHANGED = "csrc/layernorm_kernels.cu"
+PATCHES = "patches/vllm-gb10-archs"
+
+
+def script(name: str) -> str:
+    return subprocess.run(["bash", str(REPO / "scripts" / name)], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+
+
+def one_file_patch(sdist: Path) -> str:
+    """A patch that appends one symbol to CHANGED in the pinned sdist."""
+    with tarfile.open(sdist) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("/" + CHANGED))
+        handle = archive.extractfile(member)
+        assert handle is not None
+        old = handle.read().decode().splitlines(keepends=True)
+    new = [*old, "int sparkimg_one_file_change = 1;\n"]
+    return "One symbol more in one .cu file.\n\n" + "".join(
+        difflib.unified_diff(old, new, f"a/{CHANGED}", f"b/{CHANGED}"))
+
+
+class Project:
+    """The spec in a folder of its own, with its store, built through the CLI."""
+
+    def __init__(self, root: Path, whole: bool, memory: str | None) -> None:
+        base, cutlass = script("vllm-build-image"), REPO / script("vendor-cutlass")
+        text = SPEC.read_text()
+        text = re.sub(r"(?m)^  image: 127\.0\.0\.1:5000/sparkimg/vllm-build-base:\S+$", f"  image: {base}", text)
+        text = re.sub(r"(?m)^image: sparkimg/(\S+)$", rf"image: sparkimg-bench/\1-{uuid.uuid4().hex[:8]}", text)
+        if whole:
+            text = text.replace("      --objects /inputs/vllm-ext-build/ci-subset.txt\n", "")
+        self.text = text
+        self.spec = root / "layers" / SPEC.name
+        self.spec.parent.mkdir()
+        self.spec.write_text(text)
+        shutil.copytree(REPO / "build" / "vllm-ext", root / "build" / "vllm-ext")
+        shutil.copytree(REPO / PATCHES, root / PATCHES)
+        shutil.copytree(cutlass, root / "build" / "vendor" / cutlass.name)
+        self.root, self.store = root, root / "store"
+        self.memory = memory
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "sparkimg.cli", "--store", str(self.store), *args],
+                              capture_output=True, text=True, check=False, cwd=REPO)
+        if done.returncode != 0:
+            raise SystemExit(f"sparkimg {' '.join(args)} exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        return done
+
+    def build(self, *extra: str) -> tuple[float, dict[str, Any]]:
+        """(seconds, the compile layer's record) of one locked build."""
+        self.cli("lock", str(self.spec))
+        started = time.monotonic()
+        done = self.cli("build", str(self.spec), "--json", "--quiet",
+                        *(["--memory", self.memory] if self.memory else []), *extra)
+        took = time.monotonic() - started
+        key = next(layer["key"] for layer in json.loads(done.stdout)["layers"] if layer["kind"] == "compile")
+        return took, json.loads((self.store / "records" / "layers" / f"{key}.json").read_text())
+
+    def change_one_file(self) -> None:
+        sdist = next(p for p in (self.store / "blobs" / "sha256").iterdir()
+                     if p.name == json.loads(self.spec.with_name(self.spec.name + ".lock.json").read_text())
+                     ["sources"]["vllm"]["sha256"])
+        (self.root / PATCHES / "one-file.patch").write_text(one_file_patch(sdist))
+        listed = f"      - {PATCHES}/extension-only.patch\n"
+        self.spec.write_text(self.text.replace(listed, f"{listed}      - {PATCHES}/one-file.patch\n"))
+
+
+def cache_line(record: dict[str, Any]) -> str:
+    cache = record.get("compiler_cache") or {}
+    if not cache:
+        return "no compiler cache"
+    saved = cache.get("saved_s")
+    return (f"{cache['tool']}: {cache['hits']} hit(s), {cache['misses']} miss(es), "
+            f"{cache.get('errors', 0)} error(s), saved {'?' if saved is None else f'{saved:.0f}'} s, "
+            f"cache {cache.get('bytes', 0) / (1 << 20):.0f} MiB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--whole", action="store_true", help="all 75 objects, not the CI subset")
+    parser.add_argument("--check", action="store_true", help="then build --check the rebuilt image")
+    parser.add_argument("--memory", help="the layer's memory bound (sparkimg build --memory)")
+    parser.add_argument("--work", type=Path, default=Path("/var/tmp"), help="where the project and store go")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sparkimg-bench-incremental-", dir=args.work) as folder:
+        project = Project(Path(folder), args.whole, args.memory)
+        cold, first = project.build()
+        project.change_one_file()
+        again, second = project.build()
+        what = "whole target" if args.whole else "CI subset"
+        print(f"vLLM _C_stable_libtorch for 12.1a ({what}, {len(first.get('steps', []))} objects), "
+              f"one file changed ({CHANGED})")
+        print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
+              f"{cache_line(first)}")
+        print(f"  after the one-file change:          {again:.1f} s; layer {second['metrics']['wall_s']:.1f} s; "
+              f"{cache_line(second)}")
+        print(f"  ratio to the cold build: {again / cold:.2f}x (goal <= {0.1 if args.whole else 0.2}x)")
+        if args.check:
+            started = time.monotonic()
+            done = project.cli("build", str(project.spec), "--check", "--recheck", "--json", "--quiet")
+            verdict = json.loads(done.stdout).get("check", {})
+            print(f"  build --check (no cache): {time.monotonic() - started:.1f} s, "
+                  f"identical: {verdict.get('identical')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
