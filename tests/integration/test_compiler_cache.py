@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -171,3 +173,42 @@ def test_gc_keeps_a_specs_cache_and_removes_it_with_the_spec(
     code, done, err = cli(capsys, store, "gc", "--json")
     assert code == 0, err
     assert not folder.exists() and done["removed_compiler_caches"] == 1
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+def test_a_night_whose_git_source_moves_by_one_file_rebuilds_with_hits_and_checks_identical(
+        tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]) -> None:
+    upstream = tmp_path / "upstream"
+    _project(tmp_path / "seed", demo_base)
+    shutil.copytree(tmp_path / "seed" / "kernel", upstream)
+    _git(upstream, "init", "-q", "-b", "main")
+    _git(upstream, "add", ".")
+    _git(upstream, "commit", "-qm", "three kernels")
+    spec = tmp_path / "project" / "cc.yaml"
+    spec.parent.mkdir()
+    name = f"it-cc-night-{uuid.uuid4().hex[:8]}"
+    spec.write_text(HEADER.format(name=name, base=demo_base)
+                    + SOURCES.replace("    path: kernel\n", f"    git: {upstream}\n    ref: main\n"))
+    store, state = tmp_path / "store", tmp_path / "state"
+    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "node"))[0] == 0
+    nightly = ["nightly", str(spec), "--state", str(state), "--key", str(tmp_path / "node.key"), "--json", "--quiet"]
+    code, first, err = cli(capsys, store, *nightly)
+    assert code == 0 and first["status"] == "built", err
+
+    (upstream / "k2.cu").write_text(KERNEL.format(n=2) + "int moved = 2;\n")  # one file, one commit
+    _git(upstream, "commit", "-qam", "k2: one symbol more")
+    code, night, err = cli(capsys, store, *nightly, "--check")
+    assert code == 0, err
+    report = json.loads(Path(night["report"]["json"]).read_text())
+    assert report["check"] == {"identical": True, "differences": 0}
+    kernel = next(r for r in report["layers"] if r["name"] == "kernel")
+    assert kernel["status"] == "rebuilt" and kernel["reason"] == "source kernel moved"
+    assert kernel["compiler_cache"]["hits"] > 0 and kernel["compiler_cache"]["misses"] > 0
+    assert kernel["compiler_cache"]["tool"] == "sccache 0.16.0"
+    assert " hit, " in Path(night["report"]["html"]).read_text()
