@@ -111,7 +111,7 @@ class Project:
 
 
 def steps_line(record: dict[str, Any]) -> str:
-    return ", ".join(f"{s['name']}{'/' + s['layer'] if s.get('layer') else ''} {s['wall_s']:.1f}"
+    return ", ".join(f"{s.get('step')}{'/' + s['layer'] if s.get('layer') else ''} {s.get('wall_s', 0):.1f}"
                      for s in record.get("build_steps", []) if s.get("wall_s", 0) >= 0.5)
 
 
@@ -135,37 +135,36 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparkimg-bench-incremental-", dir=args.work) as folder:
         project = Project(Path(folder), args.whole, args.memory)
+        what = "whole target" if args.whole else "CI subset"
+        print(f"vLLM _C_stable_libtorch for 12.1a ({what}), one file changed ({CHANGED})", flush=True)
         plain: tuple[float, dict[str, Any]] | None = None
         if args.baseline:
             project.without_cache()
             plain = project.build()
             project.with_cache()
+            print(f"  cold build without the cache:       {plain[0]:.1f} s; "
+                  f"layer {plain[1]['metrics']['wall_s']:.1f} s\n    steps: {steps_line(plain[1])}", flush=True)
         cold, first = project.build()
+        print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
+              f"{cache_line(first)}\n    steps: {steps_line(first)}", flush=True)
         project.change_one_file()
         again, second = project.build()
-        what = "whole target" if args.whole else "CI subset"
-        print(f"vLLM _C_stable_libtorch for 12.1a ({what}, {len(first.get('steps', []))} objects), "
-              f"one file changed ({CHANGED})")
-        if plain is not None:
-            layer = plain[1]["metrics"]["wall_s"]
-            print(f"  cold build without the cache:       {plain[0]:.1f} s; layer {layer:.1f} s")
-            print(f"    steps: {steps_line(plain[1])}")
-        print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(first)}")
-        print(f"    steps: {steps_line(first)}")
         print(f"  after the one-file change:          {again:.1f} s; layer {second['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(second)}")
-        print(f"    steps: {steps_line(second)}")
+              f"{cache_line(second)}\n    steps: {steps_line(second)}", flush=True)
+        objects = ", ".join(f"{s['object'].rsplit('/', 1)[-1]} {s['wall_s']:.0f}/{o['wall_s']:.0f}"
+                            for s in second.get("steps", []) for o in first.get("steps", [])
+                            if o["object"] == s["object"])
+        print(f"    each object, rebuilt/cold s: {objects}")
         goal = 0.1 if args.whole else 0.2
         print(f"  ratio to the cold build: {again / cold:.2f}x (goal <= {goal}x)")
         if plain is not None:
             print(f"  ratio to the cold build without the cache: {again / plain[0]:.2f}x; "
-                  f"a cold build with the cache: {cold / plain[0]:.2f}x")
+                  f"a cold build with the cache: {cold / plain[0]:.2f}x", flush=True)
         if args.check:
             started = time.monotonic()
             done = project.cli("build", str(project.spec), "--check", "--recheck", "--json", "--quiet")
             verdict = json.loads(done.stdout).get("check", {})
-            print(f"  build --check (no cache): {time.monotonic() - started:.1f} s, "
+            print(f"  build --check (an empty cache in a scratch store): {time.monotonic() - started:.1f} s, "
                   f"identical: {verdict.get('identical')}")
     return 0
 

@@ -92,11 +92,13 @@ def main() -> int:
         classes.setdefault(object_class(step), []).append(step)
     for name, rows in sorted(classes.items()):
         walls = sorted(r["wall_s"] for r in rows)
-        peaks = sorted(r["peak_memory"] for r in rows)
+        peaks = sorted(r["peak_memory"] for r in rows if r.get("peak_memory") is not None) or [0]
         print(f"  {name}: {len(rows)} objects, {walls[0]:.0f}-{walls[-1]:.0f} s each "
               f"(sum {sum(walls):.0f} s), peak {peaks[0] / gib:.2f}-{peaks[-1] / gib:.2f} GiB")
     for step in sorted(steps, key=lambda s: -s["wall_s"])[:10]:
-        print(f"    {step['object']}: {step['wall_s']:.0f} s, {step['peak_memory'] / gib:.2f} GiB")
+        peak = step.get("peak_memory")
+        print(f"    {step['object']}: {step['wall_s']:.0f} s, "
+              + ("peak unknown (compiled by sccache's server)" if peak is None else f"{peak / gib:.2f} GiB"))
     return 0
 
 

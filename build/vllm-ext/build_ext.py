@@ -18,8 +18,8 @@ input, nvcc is ``$CUDA_HOME``. Steps:
 4. each compile goes through the layer's compiler cache when sparkimg mounts one
    (``$SPARKIMG_COMPILER_LAUNCHER``: ccache, its store folder and settings in the environment);
    every object's wall time and peak memory (the largest process of its compile: nvcc runs
-   its stages one after another) is written to ``$SPARKIMG_META/steps.json``; sparkimg keeps
-   it in the layer record;
+   its stages one after another; unknown through the cache, whose server runs them) is
+   written to ``$SPARKIMG_META/steps.json``; sparkimg keeps it in the layer record;
 5. one wheel, ``sparkimg_vllm_ext-VERSION+ARCHS-cp38-abi3-linux_MACHINE.whl``, holding
    ``vllm/TARGET.abi3.so``: installed after vLLM, it replaces vLLM's library at the path vLLM
    imports it from.
@@ -268,7 +268,8 @@ def measure(argv: list[str]) -> int:
     started = time.monotonic()
     code = subprocess.run([cache, *argv] if cache else argv).returncode
     wall = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    # Through the cache the compile runs in sccache's server, not under this process: its peak is unknown.
+    peak = None if cache else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     output = argv[argv.index("-o") + 1] if "-o" in argv else "?"
     with STEPS.open("a") as steps:
         steps.write(json.dumps({"object": output, "wall_s": round(wall, 1), "peak_memory": peak}) + "\n")

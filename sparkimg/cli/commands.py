@@ -144,13 +144,16 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if _emit(args, done.to_json()):
         return 0
     blobs = sum(d.kind == "blob" for d in done.removed)
+    caches = sum(d.kind == "compiler-cache" for d in done.removed)
     if args.dry_run:
         for d in done.removed:
             render.line(f"  {d.kind:<18} {format_size(d.size):>10}  {d.path}")
-    render.line(f"{'would remove' if args.dry_run else 'removed'} {blobs} blob(s) and {len(done.removed) - blobs} "
-                f"record(s), {format_size(done.removed_bytes)}; kept {format_size(done.kept_bytes)} that "
-                f"{len(done.roots)} root(s) reach" + (f"; {done.work_folders} dead work folder(s)"
-                                                      if done.work_folders else ""))
+    render.line(f"{'would remove' if args.dry_run else 'removed'} {blobs} blob(s), "
+                f"{len(done.removed) - blobs - caches} record(s) and {caches} compiler cache(s), "
+                f"{format_size(done.removed_bytes)}; kept {format_size(done.kept_bytes)} that "
+                f"{len(done.roots)} root(s) reach" + (f" and {format_size(done.cache_bytes)} of compiler caches"
+                                                      if done.cache_bytes else "")
+                + (f"; {done.work_folders} dead work folder(s)" if done.work_folders else ""))
     return 0
 
 

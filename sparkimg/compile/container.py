@@ -2,8 +2,9 @@
 
 The container runs from the pinned base (by image ID), with the source unpacked at
 ``/src`` (read-only), a host CUDA toolkit at its own path (read-only) when the spec says
-so, and ``/out`` as the only writable mount. A small wrapper records peak memory and
-CPU time from the container's own cgroup before it exits; it starts the command at a fixed pid.
+so, and ``/out`` as the only writable mount; a layer with a compiler cache also gets its store
+folder read-write and sccache read-only (``compile.cache``). A small wrapper records peak memory
+and CPU time from the container's own cgroup before it exits; it starts the command at a fixed pid.
 After the command, every output is normalised (nvcc's pids out of ELF files, each wheel's zip in
 one form: ``elfnames``, ``wheelzip``) before the audit reads it and the store admits it.
 """
@@ -195,9 +196,9 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
     steps = _steps(meta / "steps.json")
     hits = compiler_cache.summary(cache, meta, steps) if cache is not None else {}
     if hits:
-        report(Event(Phase.COMPILE, f"compile {layer.name}: {hits['tool']}: {hits['hits']} hit(s), "
-                     f"{hits['misses']} miss(es)" + (f", {hits['saved_s']:.0f} s of compiling saved"
-                                                     if hits.get("saved_s") else ""), layer.name,
+        saved = f", {hits['saved_s']:.0f} s of compiling saved" if hits.get("saved_s") else ""
+        report(Event(Phase.COMPILE, f"compile {layer.name}: {hits['tool']}: {hits.get('hits', 0)} hit(s), "
+                     f"{hits.get('misses', 0)} miss(es){saved}", layer.name,
                      figures={k: v for k, v in hits.items() if isinstance(v, (int, float))}))
     record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), steps, hits)

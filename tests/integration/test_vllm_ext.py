@@ -107,10 +107,13 @@ def test_two_clean_builds_give_the_same_library(built: BuiltSpec) -> None:
                                    if line.split("#")[0].strip())
     heavy = [name for name, s in steps.items() if s["heavy"]]
     assert heavy == ["csrc/quantization/fp4/nvfp4_scaled_mm_sm120_kernels.cu"]
-    assert all(s["wall_s"] > 0 and s["peak_memory"] > 0 for s in steps.values())
-    print(f"\nvllm-stable-libtorch: {built.seconds}, compile {record['metrics']}")
+    # Through sccache the compiles run in its server: their peak is not the launcher's to know.
+    assert all(s["wall_s"] > 0 and s["peak_memory"] is None for s in steps.values())
+    cache = record["compiler_cache"]
+    assert cache["tool"] == "sccache 0.16.0" and cache["misses"] > 0 and cache["errors"] == 0
+    print(f"\nvllm-stable-libtorch: {built.seconds}, compile {record['metrics']}, cache {cache}")
     for name, s in sorted(steps.items(), key=lambda kv: -kv[1]["wall_s"]):
-        print(f"  {name}: {s['wall_s']} s, {s['peak_memory'] / 2**30:.2f} GiB")
+        print(f"  {name}: {s['wall_s']} s")
 
 
 def test_the_image_holds_the_rebuilt_library_where_vllm_imports_it(built: BuiltSpec, engine: Engine) -> None:
