@@ -32,7 +32,7 @@ from sparkimg.sbom.attest import sbom_path
 from sparkimg.signing.keys import signing_key
 from sparkimg.spec import Spec
 from sparkimg.store.content import Store
-from sparkimg.store.roots import lease, remember_root
+from sparkimg.store.roots import lease, remember_caches, remember_root
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,8 @@ def build(spec_path: Path, options: BuildOptions, store: Store, report: Reporter
         if options.lock is None:
             remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=keys,
                           compiler_caches=folder_names(spec, lock))
+        else:  # a night's candidate: its caches are the spec's too
+            remember_caches(store, spec.path, folder_names(spec, lock))
     return built
 
 

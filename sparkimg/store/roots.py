@@ -58,6 +58,16 @@ def remember_root(store: Store, spec: Path, *, lock: Path, receipts: Path, keys:
         store.write_record(ROOTS, name, data)
 
 
+def remember_caches(store: Store, spec: Path, compiler_caches: Sequence[str]) -> None:
+    """The compiler cache folders ``spec``'s layers used in a build against another lock (a night's
+    candidate), kept by its root, which it has when its nightly state folder is one (the spec's own
+    lock and keys stay as they were)."""
+    name = root_name(spec)
+    known = store.read_record(ROOTS, name)
+    if known is not None and compiler_caches and known.get("compiler_caches") != list(compiler_caches):
+        store.write_record(ROOTS, name, {**known, "compiler_caches": list(compiler_caches)})
+
+
 def remember_nightly(store: Store, spec: Path, *, lock: Path, receipts: Path, folder: Path) -> None:
     """A nightly state folder of ``spec`` (``--state``), kept as a root beside the spec's own
     (whose last build's keys stay as they were)."""

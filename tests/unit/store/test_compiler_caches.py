@@ -12,7 +12,7 @@ from pathlib import Path
 from sparkimg.store import caches
 from sparkimg.store.content import Store
 from sparkimg.store.gc import collect
-from sparkimg.store.roots import remember_root
+from sparkimg.store.roots import remember_caches, remember_root
 
 
 def _cache(store: Store, name: str, size: int, age_s: float = 0.0) -> Path:
@@ -82,3 +82,14 @@ def test_a_removal_killed_after_its_rename_leaves_a_folder_the_next_sweep_takes(
     assert caches.folders(store) == []
     Store(tmp_path / "store")  # a new store sweeps work folders whose lease is free
     assert not work.exists()
+
+
+def test_a_nights_candidate_build_names_its_caches_in_the_specs_root(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    night = _cache(store, "kernel.eeee", 100)
+    spec = _spec_using(tmp_path, store, [])  # the root a night's state folder gives the spec
+    remember_caches(store, spec, [night.name])
+    remember_caches(store, tmp_path / "never-built.yaml", [night.name])  # a spec with no root gets none
+    assert len(list((store.root / "records" / "roots").glob("*.json"))) == 1
+    collect(store)
+    assert night.is_dir()
