@@ -114,22 +114,28 @@ def _unpack_tool(wheel: Path, target: Path, what: str) -> None:
 
 def counts(stats: Path) -> dict[str, int]:
     """Hits, misses, errors and requests from sccache's JSON figures (``.stats``; each of the first
-    three counted by language: for nvcc, one object is several cached stages)."""
+    three counted by language: for nvcc, one object is several cached stages), and the bytes its
+    entries take (``cache_size``: sccache keeps the count, so the folder is not walked)."""
     try:
         raw = json.loads(stats.read_text())
         figures = raw["stats"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+    if not isinstance(figures, dict):
+        return {}
 
     def total(name: str) -> int:
-        value = figures.get(name) if isinstance(figures, dict) else None
-        if isinstance(value, dict):
-            value = value.get("counts", {})
+        value = figures.get(name)
+        if isinstance(value, dict):  # {"counts": {language: n}, "adv_counts": ...}
+            value = value.get("counts")
             return sum(v for v in value.values() if isinstance(v, int)) if isinstance(value, dict) else 0
         return value if isinstance(value, int) else 0
 
-    return {"hits": total("cache_hits"), "misses": total("cache_misses"), "errors": total("cache_errors"),
-            "requests": total("compile_requests"), "not_cached": total("non_cacheable_compilations")}
+    found = {"hits": total("cache_hits"), "misses": total("cache_misses"), "errors": total("cache_errors"),
+             "requests": total("compile_requests"), "not_cached": total("non_cacheable_compilations")}
+    if isinstance(raw.get("cache_size"), int):
+        found["bytes"] = raw["cache_size"]
+    return found
 
 
 def summary(cache: Attached, meta: Path, steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -149,7 +155,7 @@ def summary(cache: Attached, meta: Path, steps: Sequence[Mapping[str, Any]]) -> 
     with contextlib.suppress(OSError):
         write_json_atomic(cache.folder / WALLS, walls)
     return {"tool": cache.tool, "folder": cache.folder.name, **counts(meta / STATS),
-            "saved_s": round(saved, 1) if steps else None, "bytes": caches.size(cache.folder)}
+            "saved_s": round(saved, 1) if steps else None}
 
 
 def _walls(folder: Path) -> dict[str, float]:

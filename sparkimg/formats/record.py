@@ -52,7 +52,7 @@ class LayerRecord:
     # peak_memory, heavy), for the layers whose cost is in a few objects (build/vllm-ext).
     steps: tuple[Mapping[str, Any], ...] = ()
     # The compiler cache's figures for this build (``compile.cache.summary``: tool, folder, hits,
-    # misses, errors, saved_s, bytes); empty when the layer compiled without one.
+    # misses, errors, requests, not_cached, saved_s, bytes); empty when the layer compiled without one.
     compiler_cache: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -11,7 +11,7 @@ from sparkimg.compile.cache import STATS, Attached, counts, summary
 
 def _stats(meta: Path, hits: dict[str, int], misses: dict[str, int], errors: int = 0) -> None:
     meta.mkdir(exist_ok=True)
-    (meta / STATS).write_text(json.dumps({"stats": {
+    (meta / STATS).write_text(json.dumps({"cache_size": 4096, "max_cache_size": 1 << 30, "stats": {
         "compile_requests": sum(hits.values()) + sum(misses.values()), "non_cacheable_compilations": 1,
         "cache_hits": {"counts": hits, "adv_counts": {}}, "cache_misses": {"counts": misses, "adv_counts": {}},
         "cache_errors": {"counts": {"CUDA": errors} if errors else {}, "adv_counts": {}}}}))
@@ -19,7 +19,8 @@ def _stats(meta: Path, hits: dict[str, int], misses: dict[str, int], errors: int
 
 def test_counts_add_every_language_and_a_damaged_file_gives_none(tmp_path: Path) -> None:
     _stats(tmp_path, {"CUDA": 2, "PTX": 2, "CUBIN": 2, "C/C++": 1}, {"CUDA": 1, "CUBIN": 1}, errors=1)
-    assert counts(tmp_path / STATS) == {"hits": 7, "misses": 2, "errors": 1, "requests": 9, "not_cached": 1}
+    assert counts(tmp_path / STATS) == {"hits": 7, "misses": 2, "errors": 1, "requests": 9, "not_cached": 1,
+                                        "bytes": 4096}
     (tmp_path / STATS).write_text("sccache: error: connection refused")
     assert counts(tmp_path / STATS) == {}
     assert counts(tmp_path / "absent.json") == {}
