@@ -54,6 +54,14 @@ def spec_text(base: str, command: str, *, memory: str = "1g", job_memory: str = 
                        extra=extra)
 
 
+def git(repo: Path, *args: str) -> str:
+    """``git -C REPO ARGS`` with a fixed author and committer; what it prints, stripped."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
 def cli(capsys: pytest.CaptureFixture[str], store: Path, *args: str) -> tuple[int, Any, str]:
     """Run ``sparkimg --store STORE ARGS`` in-process; return (exit code, stdout, stderr) with stdout
     parsed when ``--json`` is among the arguments (None if it is not JSON)."""

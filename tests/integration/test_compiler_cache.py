@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from sparkimg.engine.protocol import Engine
 
-from .helpers import HEADER, build_ok, cli
+from .helpers import HEADER, build_ok, cli, git
 
 # Each .cu of /src compiled on its own through $SPARKIMG_COMPILER_LAUNCHER, timed (steps.json),
 # then linked into one library in a wheel.
@@ -175,21 +174,14 @@ def test_gc_keeps_a_specs_cache_and_removes_it_with_the_spec(
     assert not folder.exists() and done["removed_compiler_caches"] == 1
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env=env).stdout.strip()
-
-
 def test_a_night_whose_git_source_moves_by_one_file_rebuilds_with_hits_and_checks_identical(
         tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]) -> None:
     upstream = tmp_path / "upstream"
     _project(tmp_path / "seed", demo_base)
     shutil.copytree(tmp_path / "seed" / "kernel", upstream)
-    _git(upstream, "init", "-q", "-b", "main")
-    _git(upstream, "add", ".")
-    _git(upstream, "commit", "-qm", "three kernels")
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", ".")
+    git(upstream, "commit", "-qm", "three kernels")
     spec = tmp_path / "project" / "cc.yaml"
     spec.parent.mkdir()
     name = f"it-cc-night-{uuid.uuid4().hex[:8]}"
@@ -202,7 +194,7 @@ def test_a_night_whose_git_source_moves_by_one_file_rebuilds_with_hits_and_check
     assert code == 0 and first["status"] == "built", err
 
     (upstream / "k2.cu").write_text(KERNEL.format(n=2) + "int moved = 2;\n")  # one file, one commit
-    _git(upstream, "commit", "-qam", "k2: one symbol more")
+    git(upstream, "commit", "-qam", "k2: one symbol more")
     code, night, err = cli(capsys, store, *nightly, "--check")
     assert code == 0, err
     report = json.loads(Path(night["report"]["json"]).read_text())

@@ -16,8 +16,8 @@ import pytest
 from sparkimg.engine.protocol import Engine
 from tests.formats import spec_header
 
-from .helpers import WHEEL, cli, spec_text
-from .test_nightly import BUILD, _commit, _git
+from .helpers import WHEEL, cli, git, spec_text
+from .test_nightly import BUILD, _commit
 
 
 def test_ten_nights_kept_two_leave_only_what_the_two_reach_and_those_verify_and_push(
@@ -25,7 +25,7 @@ def test_ten_nights_kept_two_leave_only_what_the_two_reach_and_those_verify_and_
 ) -> None:
     upstream = tmp_path / "upstream"
     upstream.mkdir()
-    _git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "init", "-q", "-b", "main")
     (upstream / "build.py").write_text(BUILD)
     _commit(upstream, "rev-0", "first")
     name = f"it-gc-{uuid.uuid4().hex[:8]}"

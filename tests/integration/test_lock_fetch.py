@@ -23,7 +23,7 @@ from sparkimg.lock import resolve as lock_mod
 from sparkimg.spec import load_spec
 from sparkimg.store.content import Store
 
-from .helpers import WHEEL, cached, cli, spec_text
+from .helpers import WHEEL, cached, cli, git, spec_text
 
 Project = Callable[..., Path]
 
@@ -65,26 +65,19 @@ def test_lock_resolves_registry_tag_and_keeps_the_pin(
     assert moved.base.manifest_digest == second_digest
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env=env).stdout.strip()
-
-
 @pytest.fixture
 def upstream(tmp_path: Path) -> Path:
     repo = tmp_path / "upstream"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "setup.txt").write_text("one\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "one")
-    _git(repo, "tag", "v1")
-    _git(repo, "checkout", "-qb", "dsv41-feat")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "one")
+    git(repo, "tag", "v1")
+    git(repo, "checkout", "-qb", "dsv41-feat")
     (repo / "setup.txt").write_text("two\n")
-    _git(repo, "commit", "-qam", "two")
-    _git(repo, "checkout", "-q", "main")
+    git(repo, "commit", "-qam", "two")
+    git(repo, "checkout", "-q", "main")
     return repo
 
 
@@ -96,14 +89,14 @@ def _git_spec(base: str, url: Path, pin: str) -> str:
 def test_lock_resolves_git_branch_tag_and_short_sha(
     project: Project, store: Store, engine: Engine, demo_base: str, upstream: Path
 ) -> None:
-    feature = _git(upstream, "rev-parse", "dsv41-feat")
-    tagged = _git(upstream, "rev-parse", "v1^{commit}")
+    feature = git(upstream, "rev-parse", "dsv41-feat")
+    tagged = git(upstream, "rev-parse", "v1^{commit}")
     for i, (pin, expected) in enumerate([("    ref: dsv41-feat\n", feature), ("    ref: v1\n", tagged),
                                          (f"    ref: dsv41-feat\n    commit: {feature[:8]}\n", feature)]):
         spec = load_spec(project(_git_spec(demo_base, upstream, pin), f"git{i}.yaml"))
         entry = lock_mod.resolve(spec, store).sources["up"]
         assert isinstance(entry, GitPin) and entry.commit == expected and len(entry.commit) == 40
-        assert entry.tree == _git(upstream, "rev-parse", f"{expected}^{{tree}}")
+        assert entry.tree == git(upstream, "rev-parse", f"{expected}^{{tree}}")
     spec = load_spec(project(_git_spec(demo_base, upstream, "    ref: no-such-branch\n"), "bad.yaml"))
     with pytest.raises(ResolveError) as info:
         lock_mod.resolve(spec, store)
@@ -119,9 +112,9 @@ def test_fetch_archives_the_pinned_commit_even_after_the_branch_moves(
     path = project(_git_spec(demo_base, upstream, "    ref: dsv41-feat\n"))
     assert cli(capsys, store.root, "lock", str(path))[0] == 0
     pinned = json.loads(lock_mod.lock_path(load_spec(path)).read_text())["sources"]["up"]["commit"]
-    _git(upstream, "checkout", "-q", "dsv41-feat")
+    git(upstream, "checkout", "-q", "dsv41-feat")
     (upstream / "setup.txt").write_text("three\n")
-    _git(upstream, "commit", "-qam", "three")
+    git(upstream, "commit", "-qam", "three")
     code, data, _ = cli(capsys, store.root, "fetch", str(path), "--json")
     assert code == 0
     import io

@@ -10,7 +10,6 @@ import base64
 import hashlib
 import http.server
 import json
-import os
 import socketserver
 import subprocess
 import threading
@@ -27,7 +26,7 @@ from sparkimg.engine.protocol import Engine
 from tests.formats import spec_header
 from tests.support import image_build
 
-from .helpers import cli
+from .helpers import cli, git
 
 PACKAGE = "sparkimg-nt-extra"
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
@@ -49,18 +48,11 @@ z.close()
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env=env).stdout.strip()
-
-
 def _commit(repo: Path, rev: str, subject: str) -> str:
     (repo / "rev.txt").write_text(rev + "\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", subject)
-    return _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", subject)
+    return git(repo, "rev-parse", "HEAD")
 
 
 def _wheel(folder: Path, version: str) -> Path:
@@ -176,7 +168,7 @@ def test_nightly_detects_each_move_rebuilds_only_what_it_touches_and_rolls_back(
     bases = [engine.image_id(base)]
     upstream = tmp_path / "upstream"
     upstream.mkdir()
-    _git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "init", "-q", "-b", "main")
     (upstream / "build.py").write_text(BUILD)
     first_commit = _commit(upstream, "one", "first kernel")
     index.publish("1.0", "2026-12-01T10:00:00Z")
