@@ -16,7 +16,7 @@ input, nvcc is ``$CUDA_HOME``. Steps:
    through a ninja pool whose depth comes from the memory budget, so two of them never run
    together where the budget cannot hold both;
 4. each compile goes through the layer's compiler cache when sparkimg mounts one
-   (``$SPARKIMG_COMPILER_LAUNCHER``: ccache, its store folder and settings in the environment);
+   (``$SPARKIMG_COMPILER_LAUNCHER``: sccache, its store folder and settings in the environment);
    every object's wall time and peak memory (the largest process of its compile: nvcc runs
    its stages one after another; unknown through the cache, whose server runs them) is
    written to ``$SPARKIMG_META/steps.json``; sparkimg keeps it in the layer record;
