@@ -166,6 +166,7 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
     from sparkimg.source import preflight
 
     spec = _spec(spec_path, report)
+    lock_mod.check_toolkit(spec)
     if not lock_mod.lock_path(spec).exists():
         return Checked(spec, "absent")
     the_store = _store(store)

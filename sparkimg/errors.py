@@ -65,6 +65,11 @@ class EngineError(SparkimgError):
     exit_code = 3
 
 
+class EmulationError(EngineError):
+    """The spec's platform is not this machine's and the kernel cannot run its programs (no
+    binfmt handler with the F flag): nothing of the build ran (exit 3)."""
+
+
 class BudgetError(SparkimgError):
     """The resource budget cannot be met (e.g. --reserve leaves too little memory)."""
 
@@ -82,7 +87,8 @@ class OOMError(BuildError):
 
 
 class AuditError(BuildError):
-    """A compiled shared object lacks code for a requested CUDA architecture."""
+    """A compiled shared object lacks code for a requested CUDA architecture, or a layer holds an
+    ELF file for another CPU than the spec's platform (``compile.machines``)."""
 
     exit_code = 6
 

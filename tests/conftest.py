@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support import DEMO_BASE, OLDSIX_BASE, REGISTRY, REPO, image_build, six_wheel, unavailable, vllm_sdist
+from tests.support import (
+    ARM64_BASE,
+    DEMO_BASE,
+    OLDSIX_BASE,
+    REGISTRY,
+    REPO,
+    image_build,
+    six_wheel,
+    unavailable,
+    vllm_sdist,
+)
 
 _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
@@ -49,6 +59,21 @@ def demo_base(engine, registry) -> str:  # type: ignore[no-untyped-def]
     if response.status_code != 200:
         unavailable(f"no demo base {DEMO_BASE}")
     return DEMO_BASE
+
+
+@pytest.fixture(scope="session")
+def arm64_base(engine, registry) -> str:  # type: ignore[no-untyped-def]
+    """The arm64 demo base, whose programs run here under emulation (both from scripts/dev-up)."""
+    from sparkimg._internal import emulation
+
+    said = emulation.verdict("linux/arm64")
+    if not said.ok:
+        unavailable(f"linux/arm64 does not run here: {said.detail}")
+    response = requests.get(f"http://{REGISTRY}/v2/sparkimg/demo-base/manifests/bookworm-arm64", timeout=5,
+                            headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    if response.status_code != 200:
+        unavailable(f"no arm64 demo base {ARM64_BASE}")
+    return ARM64_BASE
 
 
 @pytest.fixture(scope="session")

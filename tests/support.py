@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = "127.0.0.1:5000"
 DEMO_BASE = f"{REGISTRY}/sparkimg/demo-base:bookworm"
+ARM64_BASE = f"{REGISTRY}/sparkimg/demo-base:bookworm-arm64"  # scripts/dev-up, debootstrapped under emulation
 OLDSIX_BASE = f"{REGISTRY}/sparkimg-test/oldsix-base:1"
 # The six wheels the wheel-replacement tests use, by sha256 (PyPI's files).
 SIX_WHEELS = {

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal import elf
+
 MAGIC = struct.pack("<I", 0xBA55ED50)
 KINDS = {1: "ptx", 2: "cubin"}
 
@@ -75,6 +77,7 @@ def audit_file(name: str, data: bytes, wanted: list[int]) -> dict[str, Any]:
         "ptx_sm": sorted({t.sm for t in found if t.kind == "ptx"}),
         "missing": [sm for sm in wanted if sm not in sms],
         "fatbins": len(each),
+        "machine": elf.machine(data[:elf.HEAD]),  # the CPU audit's reading (``compile.machines``)
     }
     collapsed: dict[str, int] = {}
     helpers: dict[str, int] = {}

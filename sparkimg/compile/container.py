@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal import elf
 from sparkimg._internal.units import format_size
-from sparkimg.compile import audit, elfnames, wheelzip
+from sparkimg.compile import audit, elfnames, machines, toolkit, wheelzip
 from sparkimg.compile import cache as compiler_cache
 from sparkimg.compile.bounds import Budget
 from sparkimg.engine.protocol import Engine, Mount, RunLimits
@@ -131,9 +132,9 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
     for name in layer.inputs:
         staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
         mounts.append(Mount(staged, f"/inputs/{name}"))
-    toolkit = host_toolkit(lock)
+    toolkit = toolkit_mount(store, lock)
     if toolkit is not None:
-        mounts.append(Mount(*toolkit))
+        mounts.append(toolkit)
     env = container_env(spec, lock, layer, budget)
     if cache is not None:
         mounts += cache.mounts()
@@ -183,6 +184,8 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
                  layer.name))
     for line in audit.helpers(reports):
         report(Event(Phase.AUDIT, f"audit {layer.name}: helper {line}", layer.name))
+    machines.refuse(layer.name, lock.platform, [(r["file"], r["machine"]) for r in reports
+                                                if elf.foreign(lock.platform, r.get("machine"))])
     if bad:
         lines = "\n".join(f"    {line}" for line in audit.failure_lines(bad))
         raise AuditError(
@@ -206,13 +209,24 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
     return record
 
 
-def host_toolkit(lock: Lock) -> tuple[Path, str] | None:
-    """This machine's CUDA toolkit and where a layer's container sees it (read-only), when the spec
-    asks for the host's (``toolchain: cuda: host``); its digest is in every compile key."""
+def cuda_home(lock: Lock) -> str | None:
+    """Where a layer's container sees the CUDA toolkit sparkimg mounts (read-only): the host's at
+    its own path (``toolchain: cuda: host``), the toolkit wheels' tree at ``toolkit.MOUNT``; None
+    when nvcc comes from the base. What it is (nvcc's digest, or every wheel's) is in every compile key."""
     toolchain = lock.toolchain
     if toolchain.cuda == "host" and toolchain.path and toolchain.resolved:
-        return Path(toolchain.resolved), toolchain.path
-    return None
+        return toolchain.path
+    return toolkit.MOUNT if toolchain.cuda == "wheels" else None
+
+
+def toolkit_mount(store: Store, lock: Lock) -> Mount | None:
+    """The toolkit's read-only mount (``cuda_home``); the wheels' tree is unpacked into the store first."""
+    toolchain, target = lock.toolchain, cuda_home(lock)
+    if target is None:
+        return None
+    if toolchain.cuda == "wheels":
+        return Mount(toolkit.tree(store, toolchain), target)
+    return Mount(Path(str(toolchain.resolved)), target)
 
 
 def container_env(spec: Spec, lock: Lock, layer: CompileLayer, budget: Budget) -> dict[str, str]:
@@ -221,9 +235,8 @@ def container_env(spec: Spec, lock: Lock, layer: CompileLayer, budget: Budget) -
     epoch), except the parallelism knobs of ``budget``: a job count never changes an output, and
     ``build --check`` proves it. tests/unit/plan/test_one_key_one_output.py holds it so."""
     env = {"PATH": SYSTEM_PATH, "SOURCE_DATE_EPOCH": str(compile_epoch(lock, layer)), **budget.env()}
-    toolkit = host_toolkit(lock)
-    if toolkit is not None:
-        cuda = toolkit[1]
+    cuda = cuda_home(lock)
+    if cuda is not None:
         env.update({"CUDA_HOME": cuda, "PATH": f"{cuda}/bin:{SYSTEM_PATH}"})
     variables = spec.variables(budget.jobs)
     env.update({k: substitute(v, variables) for k, v in layer.env.items()})

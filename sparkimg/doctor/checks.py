@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal import emulation
 from sparkimg._internal.units import format_size
+from sparkimg._internal.wheeltags import ARCHS as PLATFORMS
 from sparkimg.compile.bounds import mem_available
 from sparkimg.errors import SparkimgError
 
@@ -43,6 +45,11 @@ def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
                              required=False))
     else:
         checks.append(_check("nvcc", False, "not found (needed for toolchain: cuda: host)", required=False))
+    for platform in PLATFORMS:
+        if platform != emulation.native():
+            said = emulation.verdict(platform)
+            checks.append(_check(f"emulation {platform}", said.ok, said.detail + (f"; fix: {said.fix}" if said.fix
+                                 else ""), required=False))
     gpu = shutil.which("nvidia-smi") is not None
     checks.append(_check("gpu", gpu, "nvidia-smi present" if gpu else "no GPU: compiles work, prewarm runs without "
                          "--gpus", required=False))

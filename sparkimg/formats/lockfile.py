@@ -286,18 +286,25 @@ class PatchSetPin:
 
 @dataclass(frozen=True)
 class ToolchainPin:
-    """Where nvcc comes from; for a host toolkit, its path, version and binary hash."""
+    """Where nvcc comes from; for a host toolkit, its path, version and binary hash; for toolkit
+    wheels, each wheel's source and sha256 and the toolkit tree's identity (``compile.toolkit``:
+    the sha256 that names its unpacked tree in the store, a function of every wheel's bytes)."""
 
-    cuda: Literal["base", "host"]
+    cuda: Literal["base", "host", "wheels"]
     path: str | None = None
     resolved: str | None = None
     nvcc_version: str | None = None
     nvcc_build: str | None = None
     nvcc_sha256: str | None = None
+    wheels: tuple[tuple[str, str], ...] = ()  # (source, sha256), in the spec's order
+    toolkit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         if self.cuda == "base":
             return {"cuda": "base"}
+        if self.cuda == "wheels":
+            return {"cuda": "wheels", "toolkit": self.toolkit, "nvcc_version": self.nvcc_version,
+                    "wheels": [{"source": name, "sha256": sha256} for name, sha256 in self.wheels]}
         return {"cuda": "host", "path": self.path, "resolved": self.resolved, "nvcc_version": self.nvcc_version,
                 "nvcc_build": self.nvcc_build, "nvcc_sha256": self.nvcc_sha256}
 
@@ -306,8 +313,13 @@ class ToolchainPin:
         cuda = r.text("cuda")
         if cuda == "base":
             return cls("base")
+        if cuda == "wheels":
+            wheels = tuple((w.text("source"), w.hex("sha256", 64))
+                           for index, item in enumerate(r.items("wheels"))
+                           for w in (_Reader(item, r.where, f"{r.path}.wheels[{index}]"),))
+            return cls("wheels", nvcc_version=r.text("nvcc_version"), wheels=wheels, toolkit=r.hex("toolkit", 64))
         if cuda != "host":
-            raise r._fail("cuda", "'base' or 'host'")
+            raise r._fail("cuda", "'base', 'host' or 'wheels'")
         return cls("host", r.absolute("path"), r.absolute("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),
                    r.hex("nvcc_sha256", 64))
 

@@ -72,17 +72,26 @@ class Layer:
     descriptor: Descriptor
     diff_id: str
     created_by: str
+    # The CPU audit's census of its ELF files, (machine, count) by machine (``compile.machines``);
+    # None in a record written before the audit, which is then no record: the layer is written again.
+    machines: tuple[tuple[str, int], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.descriptor.to_json(), "diffID": self.diff_id, "createdBy": self.created_by}
+        data = {**self.descriptor.to_json(), "diffID": self.diff_id, "createdBy": self.created_by}
+        if self.machines is not None:
+            data["elfMachines"] = dict(self.machines)
+        return data
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> Layer:
         descriptor = Descriptor.from_json(data, where)
-        diff_id, created_by = data.get("diffID"), data.get("createdBy")
+        diff_id, created_by, machines = data.get("diffID"), data.get("createdBy"), data.get("elfMachines")
         if not isinstance(diff_id, str) or not _DIGEST.match(diff_id) or not isinstance(created_by, str):
             raise FetchError(f"{where}: a layer needs a diffID and createdBy")
-        return cls(descriptor, diff_id, created_by)
+        if machines is not None and (not isinstance(machines, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in machines.items())):
+            raise FetchError(f"{where}.elfMachines: must map a machine to a count")
+        return cls(descriptor, diff_id, created_by, None if machines is None else tuple(sorted(machines.items())))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sparkimg.compile import machines
 from sparkimg.errors import BuildError, FetchError
 from sparkimg.events import Event, Phase, Reporter, Steps
 from sparkimg.formats import oci
@@ -66,7 +67,8 @@ def image_record(store: Store, key: str) -> oci.ImageRecord | None:
     except FetchError:
         return None  # a damaged record is no record: the image is assembled again
     blobs = [record.manifest_digest, record.config_digest, *(layer.descriptor.digest for layer in record.layers)]
-    return record if all(store.has(hex_of(d)) for d in blobs) else None
+    audited = all(layer.machines is not None for layer in record.layers)  # else assembled again, audited
+    return record if audited and all(store.has(hex_of(d)) for d in blobs) else None
 
 
 def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_of: Callable[[], BaseScheme],
@@ -90,8 +92,8 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
 
     def one(number: int) -> oci.Layer:
         with steps.timed("assemble", works[number].name):
-            found = _layer(works[number], work_root / str(number), media_type, store, report, cache=cache,
-                           reuse=reuse or {})
+            found = _layer(works[number], work_root / str(number), media_type, plan.lock.platform, store, report,
+                           cache=cache, reuse=reuse or {})
         if on_layer is not None:
             on_layer(number, found)
         return found
@@ -150,10 +152,11 @@ def _key(work: _Work, media_type: str) -> str:
                       "epoch": LAYER_EPOCH, "mediaType": media_type, **work.key_inputs})
 
 
-def _layer(work: _Work, folder: Path, media_type: str, store: Store, report: Reporter, *, cache: bool,
-           reuse: Mapping[str, oci.Layer]) -> oci.Layer:
+def _layer(work: _Work, folder: Path, media_type: str, platform: str, store: Store, report: Reporter, *,
+           cache: bool, reuse: Mapping[str, oci.Layer]) -> oci.Layer:
     """One new layer: the store's, when a layer of the same inputs was written before (and
-    ``cache``), or ``reuse``'s; else written now into the store and recorded by the key of its inputs."""
+    ``cache``), or ``reuse``'s; else written now into the store, its ELF files audited for
+    ``platform``'s CPU, and recorded by the key of its inputs."""
     key = _key(work, media_type)
     found = _cached_layer(store, key) if cache else None
     if found is not None:
@@ -164,11 +167,14 @@ def _layer(work: _Work, folder: Path, media_type: str, store: Store, report: Rep
                      "bytes; not written again", work.name))
         return reuse[key]
     folder.mkdir()
+    census = machines.Census(platform)
     found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
-                                  created_by=work.created_by, store=store)
+                                  created_by=work.created_by, store=store, seen=census.see)
+    census.check(work.name)  # before the record: a refused layer is never cached
+    found = replace(found, machines=tuple(sorted(census.counts.items())))
     store.write_record(LAYERS, key, found.to_json())
-    report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} ({found.descriptor.size} bytes)",
-                 work.name, figures={"size": found.descriptor.size}))
+    report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} ({found.descriptor.size} bytes; "
+                 f"{machines.summary(census.counts)})", work.name, figures={"size": found.descriptor.size}))
     return found
 
 
@@ -203,7 +209,8 @@ def _cached_layer(store: Store, key: str) -> oci.Layer | None:
         found = oci.Layer.from_json(data, str(store.record_path(LAYERS, key)))
     except FetchError:
         return None  # a damaged record: the layer is written again
-    return found if store.has(hex_of(found.descriptor.digest)) else None
+    # A layer recorded before the CPU audit is written again (the same bytes), audited this time.
+    return found if found.machines is not None and store.has(hex_of(found.descriptor.digest)) else None
 
 
 def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,

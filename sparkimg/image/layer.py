@@ -26,11 +26,12 @@ import tarfile
 import threading
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from sparkimg._internal.elf import HEAD
 from sparkimg._internal.fs.hashing import sha256_of
 from sparkimg._internal.fs.inflate import open_member
 from sparkimg._internal.fs.tars import open_archive
@@ -43,6 +44,7 @@ _AHEAD_CHUNKS = 8  # how many pieces of CHUNK bytes that thread may run ahead
 COMPRESSOR = "none"  # what compresses a new layer in the store: nothing (see the module's docstring)
 # tarfile's output is stable, but it is CPython's: its minor version is part of the name.
 TAR_FORMAT = f"pax/python-tarfile-{sys.version_info[0]}.{sys.version_info[1]}"
+Seen = Callable[[str, bytes], None]  # told each regular file's path and first bytes as it is written
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,9 @@ class _Sink(Protocol):
     def tell(self) -> int: ...
 
 
-def tar_into(entries: Iterable[Entry], epoch: int, sink: _Sink) -> None:
-    """Write the layer tar of ``entries`` to ``sink``, each file's content copied in 1 MiB pieces."""
+def tar_into(entries: Iterable[Entry], epoch: int, sink: _Sink, seen: Seen | None = None) -> None:
+    """Write the layer tar of ``entries`` to ``sink``, each file's content copied in 1 MiB pieces;
+    ``seen(path, head)`` is told each regular file's first ``HEAD`` bytes as they pass (the CPU audit)."""
     with contextlib.ExitStack() as zips, \
             tarfile.open(fileobj=sink, mode="w", format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
                          copybufsize=CHUNK) as archive:
@@ -119,16 +122,39 @@ def tar_into(entries: Iterable[Entry], epoch: int, sink: _Sink) -> None:
         for info, entry in _members(entries, epoch):
             if info.type != tarfile.REGTYPE:
                 archive.addfile(info)
-            elif entry.member is not None:
+                continue
+            if entry.member is not None:
                 member = entry.member
                 if member.archive not in opened:
                     opened[member.archive] = zips.enter_context(_open_zip(member.archive))
-                _copy_member(archive, info, opened[member.archive], member)
+                head = _copy_member(archive, info, opened[member.archive], member)
             elif entry.source is not None:
                 with entry.source.open("rb") as content:
-                    archive.addfile(info, content)
+                    reader = _Head(content)
+                    archive.addfile(info, reader)
+                    head = reader.head
             else:
+                head = (entry.data or b"")[:HEAD]
                 archive.addfile(info, _BytesReader(entry.data or b""))
+            if seen is not None:
+                seen(entry.path, head)
+
+
+class _Reader(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class _Head:
+    """A reader that keeps the first ``HEAD`` bytes that pass through it."""
+
+    def __init__(self, inner: _Reader) -> None:
+        self.inner, self.head = inner, b""
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.inner.read(size)
+        if len(self.head) < HEAD:
+            self.head += chunk[:HEAD - len(self.head)]
+        return chunk
 
 
 def _open_zip(path: Path) -> zipfile.ZipFile:
@@ -220,16 +246,19 @@ class _ReadAhead:
         self.worker.join()
 
 
-def _copy_member(archive: tarfile.TarFile, info: tarfile.TarInfo, zipped: zipfile.ZipFile, member: ZipMember) -> None:
+def _copy_member(archive: tarfile.TarFile, info: tarfile.TarInfo, zipped: zipfile.ZipFile, member: ZipMember) -> bytes:
+    """Copy one zip member into the tar, checked; return its first ``HEAD`` bytes."""
     checked = _Checked(zipped, member)
     ahead = _ReadAhead(checked) if member.size > _AHEAD_BYTES else None
+    reader = _Head(ahead or checked)
     try:
-        archive.addfile(info, ahead or checked)  # type: ignore[arg-type]
+        archive.addfile(info, reader)
     finally:
         if ahead is not None:
             ahead.close()  # the worker has stopped: the hash is final
         checked.stream.close()
     checked.check()
+    return reader.head
 
 
 def write_tar(entries: Iterable[Entry], epoch: int, target: Path) -> str:
@@ -250,10 +279,12 @@ class _BytesReader:
         return chunk
 
 
-def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, created_by: str, store: Store) -> Layer:
-    """The layer's tar written into the store as its blob (digest = diff_id), and its descriptor."""
+def write_layer(entries: Iterable[Entry], *, epoch: int, media_type: str, created_by: str, store: Store,
+                seen: Seen | None = None) -> Layer:
+    """The layer's tar written into the store as its blob (digest = diff_id), and its descriptor
+    (``seen`` as in ``tar_into``)."""
     with store.writer(what=f"layer {created_by}") as sink:
-        tar_into(entries, epoch, sink)
+        tar_into(entries, epoch, sink, seen)
     digest = f"sha256:{sink.sha256}"
     return Layer(Descriptor(media_type, digest, sink.size), digest, created_by)
 

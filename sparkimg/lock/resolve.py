@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg import __version__
+from sparkimg._internal import elf, emulation
 from sparkimg._internal.fs import tree as _tree
 from sparkimg._internal.fs.atomic import write_atomic
 from sparkimg._internal.fs.files import MiB, read_input
 from sparkimg._internal.times import rfc3339
 from sparkimg._internal.wheeltags import host_glibc
-from sparkimg.errors import LockError, ResolveError
+from sparkimg.errors import LockError, ResolveError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import loads, pretty, sha256_prefixed
 from sparkimg.formats.lockfile import (
@@ -37,8 +38,11 @@ from sparkimg.formats.lockfile import (
     ToolchainPin,
     TreeFile,
 )
+from sparkimg.formats.scheme import canonical_name
+from sparkimg.formats.toolkit import identity as toolkit_identity
+from sparkimg.formats.toolkit import release as toolkit_release
 from sparkimg.patches import sums as patches_mod
-from sparkimg.spec import CompileLayer, GitSource, PatchSet, PathSource, PypiSource, Spec
+from sparkimg.spec import TOOLKIT_NVCC, CompileLayer, GitSource, PatchSet, PathSource, PypiSource, Spec
 from sparkimg.store.content import Store, sha256_file
 
 if TYPE_CHECKING:
@@ -89,11 +93,7 @@ class Lock:
 
 
 def native_platform() -> str:
-    import platform
-
-    machine = platform.machine().lower()
-    return {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64",
-            "arm64": "linux/arm64"}.get(machine, f"linux/{machine}")
+    return emulation.native()
 
 
 def resolve(
@@ -115,6 +115,10 @@ def resolve(
     everything = "all" in update
     old = previous.model if previous else None
     platform = spec.platform if spec.platform != "native" else native_platform()
+    check_toolkit(spec, platform)  # local and cheap: before any network
+    if not (emulated := emulation.verdict(platform)).ok:  # a lock runs nothing of the platform; a build will
+        report(Event(Phase.RESOLVE, f"{platform}: {emulated.detail}; a build here will fail until then: "
+                     f"{emulated.fix}", kind=Kind.WARNING))
 
     def keeps(name: str, pin: BasePin | SourcePin | None, entry_spec: dict[str, Any]) -> bool:
         """The previous pin stands if it was made for the same spec entry and not asked to update."""
@@ -175,7 +179,7 @@ def resolve(
         base=base,
         sources=sources,
         patches=patches,
-        toolchain=_toolchain(spec, store),
+        toolchain=_toolchain(spec, platform, sources, store),
         source_patches=source_patch_pins(spec),
     )
 
@@ -259,7 +263,7 @@ def check(spec: Spec, lock: Lock, store: Store | None = None) -> None:
     for patch_set in spec.patches:
         if model.patches.get(patch_set.name) != _patch_entry(spec, patch_set):
             problems.append(f"patches.{patch_set.name}: files in {patch_set.written} differ from the lock")
-    if model.toolchain != _toolchain(spec, store):
+    if model.toolchain != _toolchain(spec, model.platform, model.sources, store):
         problems.append("toolchain: the CUDA toolkit differs from the one locked")
     found_patches = source_patch_pins(spec)
     for listed in sorted(set(found_patches) | set(model.source_patches)):
@@ -420,19 +424,58 @@ def _patch_entry(spec: Spec, patch_set: PatchSet) -> PatchSetPin:
     return PatchSetPin(patch_set.dir.relative_to(spec.root).as_posix(), patch_set.mode, tuple(files))
 
 
-def _toolchain(spec: Spec, store: Store | None = None) -> ToolchainPin:
+def _toolchain(spec: Spec, platform: str, sources: Mapping[str, SourcePin],
+               store: Store | None = None) -> ToolchainPin:
     """The CUDA toolkit's identity: nvcc's version and sha256 (remembered by the store while the
-    binary is the same file, so checking a lock does not re-hash 30 MB on every build)."""
+    binary is the same file, so checking a lock does not re-hash 30 MB on every build); for
+    toolkit wheels, the wheels the sources pin and the identity of the tree they make."""
     if spec.toolchain.cuda == "base":
         return ToolchainPin("base")
-    assert spec.toolchain.path is not None
-    root = Path(spec.toolchain.path)
-    nvcc = (root / "bin" / "nvcc").resolve()
-    if not nvcc.is_file():
-        raise ResolveError(f"toolchain.path: {nvcc} not found",
-                           hint="point toolchain.path at a CUDA toolkit (the folder holding bin/nvcc)")
+    if spec.toolchain.cuda == "wheels":
+        return _toolkit_wheels(spec, sources)
+    nvcc = check_toolkit(spec, platform)
+    assert nvcc is not None
+    root = Path(str(spec.toolchain.path))
     found = store.memo("nvcc", nvcc, _nvcc_identity) if store is not None else _nvcc_identity(nvcc)
     return ToolchainPin("host", str(root), str(root.resolve()), found["release"], found["build"], found["sha256"])
+
+
+def _toolkit_wheels(spec: Spec, sources: Mapping[str, SourcePin]) -> ToolchainPin:
+    pins = [sources.get(name) for name in spec.toolchain.wheels]
+    wheels = tuple((name, pin.sha256) for name, pin in zip(spec.toolchain.wheels, pins, strict=True)
+                   if isinstance(pin, PypiPin))
+    nvcc = next((pin for pin in pins if isinstance(pin, PypiPin) and canonical_name(pin.package) == TOOLKIT_NVCC),
+                None)
+    if len(wheels) != len(pins) or nvcc is None:  # the spec checks both; a lock that disagrees is stale
+        raise LockError(f"{spec.path.name}: toolchain.wheels: the lock does not pin every toolkit wheel",
+                        hint=f"run `sparkimg lock {_rel(spec.path)}`")
+    return ToolchainPin("wheels", nvcc_version=toolkit_release(nvcc.version), wheels=wheels,
+                        toolkit=toolkit_identity(sha256 for _, sha256 in wheels))
+
+
+def check_toolkit(spec: Spec, platform: str | None = None) -> Path | None:
+    """The host toolkit's nvcc (``cuda: host``), refused when it is missing or a program of another
+    CPU than ``platform``'s (the spec's): the compile containers run the platform's programs, so
+    an x86 toolkit mounted into an arm64 container fails hours later with "No such file". None
+    for ``cuda: base``. Reads 20 bytes; ``check`` runs it with or without a lock."""
+    if spec.toolchain.cuda != "host" or spec.toolchain.path is None:
+        return None
+    platform = platform or (spec.platform if spec.platform != "native" else native_platform())
+    nvcc = (Path(spec.toolchain.path) / "bin" / "nvcc").resolve()
+    if not nvcc.is_file():
+        raise ResolveError(f"{spec.path.name}: toolchain.path: {nvcc} not found",
+                           hint="point toolchain.path at a CUDA toolkit (the folder holding bin/nvcc)")
+    with nvcc.open("rb") as handle:
+        found = elf.machine(handle.read(elf.HEAD))
+    if found is not None and elf.foreign(platform, found):
+        want = elf.wanted(platform)
+        raise UsageError(
+            f"{spec.path.name}: toolchain.path: {nvcc} is a program for {found}, but the spec's platform "
+            f"{platform} compiles in {want} containers, which cannot run it",
+            hint=f"use NVIDIA's toolkit wheels, which the lock pins for {platform}: `toolchain: {{cuda: wheels, "
+            "wheels: [...]}}` (layers/demo-arm64.yaml, docs/spec.md); or point toolchain.path at a toolkit for "
+            f"{want}, or use `toolchain: {{cuda: base}}` with nvcc in a {platform} base")
+    return nvcc
 
 
 def _nvcc_identity(nvcc: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal import emulation
 from sparkimg.compile.bounds import Overrides
 from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
@@ -92,6 +93,7 @@ def build(spec_path: Path, options: BuildOptions, store: Store, report: Reporter
 
     spec = spec_of(spec_path, tell, store)
     lock = load_lock(spec) if options.lock is None else load_candidate(spec, options.lock)
+    emulation.require(lock.platform)  # before anything runs: a foreign base's first program would fail
     keyed = layer_keys(spec, lock)
     keys = [layer.key for layer in keyed]
     # The lease keeps gc off what this build reads and writes; the root, once it is built, after it.

@@ -7,7 +7,7 @@ node that pulled an image by digest can prewarm it without the spec.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | 
     if spec.prewarm is None:
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
                          hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
-    return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, asdict(spec.toolchain))
+    return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, spec.toolchain.to_json())
 
 
 def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:

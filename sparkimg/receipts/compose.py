@@ -68,7 +68,11 @@ def dependencies(spec: Spec, lock: Lock, blobs: Mapping[str, str] | None = None,
         deps.append(Descriptor(f"source-patch:{written}", f"file:{written}", {"sha256": sha256},
                                annotations={"layers": layers}))
     toolchain = lock.toolchain
-    if toolchain.nvcc_sha256:
+    if toolchain.cuda == "wheels":
+        # The toolkit tree, named by its identity: a function of every wheel's bytes (each is a source:NAME above).
+        deps.append(Descriptor("toolchain", f"sparkimg-toolkit:{toolchain.toolkit}", {"sha256": str(toolchain.toolkit)},
+                               annotations=toolchain.to_json()))
+    elif toolchain.nvcc_sha256:
         deps.append(Descriptor("toolchain", f"file:{toolchain.path}/bin/nvcc", {"sha256": toolchain.nvcc_sha256},
                                annotations=toolchain.to_json()))
     elif base_nvcc:

@@ -5,12 +5,13 @@ independent validator on PyPI (``spdx-tools``, the SPDX project's own), and it i
 ``docker buildx --sbom`` and apko attach. Everything sparkimg knows goes in, each as an SPDX
 package with a purl where one exists:
 
-- the image (``CONTAINER``), named by its manifest digest;
+- the image (``CONTAINER``), named by its manifest digest, with the CPU audit's count of the ELF
+  files in the layers sparkimg wrote, by machine;
 - every Debian package dpkg recorded in it (``pkg:deb/debian/NAME@VERSION?arch=ARCH``);
 - every Python distribution in its site-packages (``pkg:pypi/NAME@VERSION``), with the wheel's
   sha256 where sparkimg installed it;
 - each compile layer's source (git commit or sdist sha256), and the shared objects the layer
-  built, each with the CUDA architectures its cubins and PTX carry (the arch audit's reading);
+  built, each with its CPU and the CUDA architectures its cubins and PTX carry (the audits' reading);
 - each patch file, by sha256 and md5 (a set baked into the image is CONTAINED by it; a set
   mounted at run time is a RUNTIME_DEPENDENCY_OF it).
 
@@ -30,6 +31,7 @@ from urllib.parse import quote
 
 from sparkimg import __version__
 from sparkimg._internal.times import rfc3339
+from sparkimg.compile import machines
 from sparkimg.formats.canonical import hex_of
 from sparkimg.formats.lockfile import GitPin, PypiPin
 from sparkimg.formats.oci import ImageRecord
@@ -75,7 +77,17 @@ def _wheel_name(filename: str) -> tuple[str, str]:
 def _archs(report: Mapping[str, Any]) -> str:
     cubins = ", ".join(f"sm_{sm}" for sm in report.get("cubin_sm", []))
     ptx = ", ".join(f"compute_{sm}" for sm in report.get("ptx_sm", []))
-    return f"CUDA architectures: cubin {cubins or 'none'}; PTX {ptx or 'none'}"
+    cpu = f"CPU {report['machine']}; " if report.get("machine") else ""
+    return f"{cpu}CUDA architectures: cubin {cubins or 'none'}; PTX {ptx or 'none'}"
+
+
+def _census(record: ImageRecord, platform: str) -> str:
+    """The CPU audit in words: the ELF files of the layers sparkimg wrote, by machine."""
+    counts: dict[str, int] = {}
+    for layer in record.layers:
+        for name, count in layer.machines or ():
+            counts[name] = counts.get(name, 0) + count
+    return f"ELF files in the layers sparkimg wrote, audited for {platform}: {machines.summary(counts)}"
 
 
 def document(spec: Spec, lock: Lock, record: ImageRecord, contents: Contents,
@@ -86,7 +98,8 @@ def document(spec: Spec, lock: Lock, record: ImageRecord, contents: Contents,
                          purl=f"pkg:oci/{quote(spec.image.rsplit('/', 1)[-1])}@{quote(record.manifest_digest)}"
                          f"?repository_url={quote(spec.image, safe='')}",
                          checksums={"SHA256": hex_of(record.manifest_digest)},
-                         comment=f"manifest {record.manifest_digest}, config {record.config_digest}")]
+                         comment=f"manifest {record.manifest_digest}, config {record.config_digest}; "
+                         f"{_census(record, lock.platform)}")]
     relationships = [{"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
                       "relatedSpdxElement": image_id}]
 

@@ -51,4 +51,4 @@ def of_spec(spec: Spec) -> KernelLabel | None:
     """The label a spec's image carries; None when the spec names no kernel set."""
     if spec.prewarm is None:
         return None
-    return KernelLabel(spec.prewarm, spec.cuda_architectures, asdict(spec.toolchain))
+    return KernelLabel(spec.prewarm, spec.cuda_architectures, spec.toolchain.to_json())

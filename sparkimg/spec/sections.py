@@ -29,6 +29,7 @@ from sparkimg.spec.model import (
     DEFAULT_PIDS,
     LATEST,
     SCHEMA,
+    TOOLKIT_NVCC,
     VARIABLE,
     VARIABLES,
     Arch,
@@ -65,7 +66,7 @@ TOP_KEYS = (
     "toolchain", "sources", "layers", "patches", "env", "labels", "prewarm",
 )
 BASE_KEYS = ("image", "digest")
-TOOLCHAIN_KEYS = ("cuda", "path")
+TOOLCHAIN_KEYS = ("cuda", "path", "wheels")
 GIT_KEYS = ("git", "ref", "commit")
 PYPI_KEYS = ("pypi", "version", "dist", "sha256", "filename")
 PATH_KEYS = ("path",)
@@ -131,8 +132,8 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
         c.problem(("platform",), f"'{platform}' is not supported; use linux/arm64 (GB10), linux/amd64 or native")
     archs = _archs(data, c)
     base = _base(data, c)
-    toolchain = _toolchain(data, c)
     sources = _sources(data, c, root, disk)
+    toolchain = _toolchain(data, c, sources)
     layers = _layers(data, c, sources, root, disk)
     patches = _patches(data, c, root, {layer.name for layer in layers}, disk)
     env = _str_map(data, "env", (), c, env_keys=True)
@@ -252,15 +253,20 @@ def _base(data: dict[str, Any], c: Checker) -> BaseImage | None:
     return base
 
 
-def _toolchain(data: dict[str, Any], c: Checker) -> Toolchain | None:
+def _toolchain(data: dict[str, Any], c: Checker, sources: dict[str, Source]) -> Toolchain | None:
     value = c.mapping(data.get("toolchain", {"cuda": "base"}), ("toolchain",), "cuda and path")
     if value is None:
         return None
     c.keys(value, TOOLCHAIN_KEYS, ("toolchain",))
     cuda = value.get("cuda", "base")
-    if cuda not in ("base", "host"):
-        c.problem(("toolchain", "cuda"), f"must be 'base' (nvcc from the base image) or 'host' "
-                  f"(a host toolkit mounted read-only), not {cuda!r}")
+    if cuda not in ("base", "host", "wheels"):
+        c.problem(("toolchain", "cuda"), f"must be 'base' (nvcc from the base image), 'host' (a host toolkit "
+                  f"mounted read-only) or 'wheels' (NVIDIA's toolkit wheels, pinned), not {cuda!r}")
+        return None
+    if cuda == "wheels":
+        return _toolkit_wheels(value, c, sources)
+    if "wheels" in value:
+        c.problem(("toolchain", "wheels"), "only applies to cuda: wheels; remove it or set cuda: wheels")
         return None
     path = c.string(value, "path", ("toolchain",), required=cuda == "host",
                     hint="name the host toolkit, e.g. path: /usr/local/cuda")
@@ -274,6 +280,36 @@ def _toolchain(data: dict[str, Any], c: Checker) -> Toolchain | None:
     if cuda == "host" and path is None:
         return None
     return Toolchain(cuda, path)
+
+
+def _toolkit_wheels(value: dict[str, Any], c: Checker, sources: dict[str, Source]) -> Toolchain | None:
+    """``cuda: wheels``: the toolkit is NVIDIA's wheels among the spec's pypi sources (nvcc, crt,
+    nvvm, cudart, cccl and what headers a layer needs), each pinned by the lock for the platform."""
+    path: KeyPath = ("toolchain", "wheels")
+    example = "[cuda-nvcc, cuda-crt, cuda-nvvm, cuda-runtime, cuda-cccl] with sources.cuda-nvcc: " \
+              "{pypi: nvidia-cuda-nvcc, version: 13.0.88}, ..."
+    if "path" in value:
+        c.problem(("toolchain", "path"), "only applies to cuda: host; remove it")
+        return None
+    names = value.get("wheels")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        c.problem(path, f"must list the spec's sources that hold the toolkit, e.g. {example}")
+        return None
+    ok = True
+    for index, name in enumerate(names):
+        source = sources.get(name)
+        if not isinstance(source, PypiSource) or source.dist == "sdist":
+            what = "not a source of this spec" if source is None else (
+                f"a {source.kind} source" if not isinstance(source, PypiSource) else "an sdist")
+            c.problem((*path, index), f"'{name}' is {what}; the toolkit is pinned pypi wheels, e.g. {example}")
+            ok = False
+    if len(set(names)) != len(names):
+        c.problem(path, "names a source twice; list each once")
+        ok = False
+    if ok and not any(sources[n].package.lower().replace("_", "-") == TOOLKIT_NVCC for n in names):  # type: ignore[union-attr]
+        c.problem(path, f"holds no {TOOLKIT_NVCC}: nvcc must be one of the toolkit's wheels")
+        ok = False
+    return Toolchain("wheels", None, tuple(names)) if ok else None
 
 
 def _sources(data: dict[str, Any], c: Checker, root: Path | None, disk: Disk) -> dict[str, Source]:

@@ -23,7 +23,9 @@ Small caches that name no blob (base schemes, nvcc answers, parsed specs, memos,
 build state) are kept; git mirrors are kept (``docs/lock.md``). A compiler cache folder
 (``store.caches``) is kept while a root's spec uses it (the root record names it) and never
 while a build holds it; ``--keep-storage`` counts the caches with the blobs and removes the least
-recently used of both, a cache still in use by a spec included (it holds only speed).
+recently used of both, a cache still in use by a spec included (it holds only speed). An unpacked
+CUDA toolkit (``toolkits/IDENTITY``) is kept while a live document names its identity (a lock
+with ``toolchain: cuda: wheels`` does), else removed by one rename, as a cache is.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,7 @@ NAMING = ("oci-layers", "compressed-layers", "checked-layers")  # caches live wh
 SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned for references
 LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems
 CACHE = "compiler-cache"  # a Doomed's kind for a compiler cache folder
+TOOLKIT = "toolkit"  # a Doomed's kind for an unpacked toolkit (``toolkits/IDENTITY``, ``compile.toolkit``)
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,9 @@ class Collection:
         blobs = [d for d in self.removed if d.kind == "blob"]
         return {"dry_run": self.dry_run, "roots": self.roots, "live": self.live, "kept_bytes": self.kept_bytes,
                 "removed_bytes": self.removed_bytes, "removed_blobs": len(blobs),
-                "removed_records": sum(1 for d in self.removed if d.kind not in ("blob", CACHE)),
+                "removed_records": sum(1 for d in self.removed if d.kind not in ("blob", CACHE, TOOLKIT)),
                 "removed_compiler_caches": sum(1 for d in self.removed if d.kind == CACHE),
+                "removed_toolkits": sum(1 for d in self.removed if d.kind == TOOLKIT),
                 "kept_compiler_cache_bytes": self.cache_bytes, "work_folders": self.work_folders,
                 "removed": [{"path": str(d.path), "kind": d.kind, "size": d.size} for d in self.removed]}
 
@@ -227,6 +232,11 @@ def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> 
             found.cache_bytes += d.size
         else:
             doomed.append(d)
+    # An unpacked toolkit is live while a live lock names its identity (the toolchain pin does).
+    toolkits = store.root / "toolkits"
+    for path in sorted(toolkits.iterdir()) if toolkits.is_dir() else ():
+        if path.name not in live and (d := _doomed(path, TOOLKIT)) is not None and not young(d):
+            doomed.append(replace(d, size=caches.size(path)))
     blobs = store.root / "blobs" / "sha256"
     for path in sorted(blobs.iterdir()):
         d = _doomed(path, "blob")
@@ -255,6 +265,10 @@ def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None
                 if d.kind == CACHE:
                     if not caches.remove(store, d.path):
                         found.removed.remove(d)  # a build uses it now: kept
+                elif d.kind == TOOLKIT:  # one rename, then the sweep's work: never half a tree in place
+                    gone = store.temp_dir("toolkit-gone.") / d.path.name
+                    d.path.rename(gone)
+                    shutil.rmtree(gone, ignore_errors=True)
                 else:
                     d.path.unlink(missing_ok=True)
     return found
@@ -275,11 +289,11 @@ def _over(found: Collection, doomed: list[Doomed], budget: int) -> list[Doomed]:
         chosen.append(d)
         total -= d.size
     gone = {d.path.name for d in chosen if d.kind == "blob"}
-    records = [d for d in doomed if d.kind not in ("blob", CACHE)
+    records = [d for d in doomed if d.kind not in ("blob", CACHE, TOOLKIT)
                and (d.kind == ROOTS or references(_read(d.path)) & gone or d.path.stem in gone)]
     found.kept_bytes += sum(d.size for d in doomed if d.kind == "blob" and d not in chosen)
     found.cache_bytes = sum(d.size for d in found.caches if d not in chosen)
-    return records + chosen
+    return records + chosen + [d for d in doomed if d.kind == TOOLKIT]
 
 
 def reclaimable(store: Store) -> tuple[int, int]:

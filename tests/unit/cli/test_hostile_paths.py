@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from sparkimg.cli import main
-from tests.formats import GOOD
+from tests.formats import GOOD as ARM64
+
+# This machine's platform: an arm64 spec with this machine's toolkit is refused before any link is read.
+GOOD = ARM64.replace("platform: linux/arm64\n", "platform: native\n", 1)
 
 Project = Callable[..., Path]
 

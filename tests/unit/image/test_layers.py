@@ -243,3 +243,33 @@ def test_a_large_wheel_gets_a_layer_of_its_own_and_small_ones_share_one() -> Non
     assert wheel_groups([("b.whl", "2", big)]) == [[("b.whl", "2")]]
     assert wheel_groups([("a.whl", "1", 5), ("c.whl", "3", 6)]) == [[("a.whl", "1"), ("c.whl", "3")]]
     assert wheel_groups([]) == [[]]
+
+
+@pytest.mark.parametrize("size", [40, layer_mod._AHEAD_BYTES + 1])  # read in turn, read ahead
+def test_each_files_first_bytes_are_seen_as_it_is_written_with_no_second_read(tmp_path: Path, size: int) -> None:
+    aarch64 = (b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x03\x00\xb7\x00" + bytes(size))[:size]
+    wheel = _zip(tmp_path / "w.whl", {"lib/a.so": aarch64})
+    (tmp_path / "x.so").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x03\x00\x3e\x00")
+    seen: dict[str, bytes] = {}
+    layer_mod.write_layer([
+        layer_mod.Entry("usr/a.so", "file", member=layer_mod.ZipMember(wheel, "lib/a.so", size,
+                                                                          hashlib.sha256(aarch64).hexdigest())),
+        layer_mod.Entry("usr/x.so", "file", source=tmp_path / "x.so"),
+        layer_mod.Entry("usr/t.txt", "file", data=b"text"),
+        layer_mod.Entry("usr/empty", "file", data=b""),
+        layer_mod.Entry("usr", "dir", 0o755),
+    ], epoch=EPOCH, media_type=oci.OCI_LAYER, created_by="t", store=Store(tmp_path / "store"),
+        seen=lambda path, head: seen.__setitem__(path, head))
+    assert seen == {"usr/a.so": aarch64[:20], "usr/x.so": (tmp_path / "x.so").read_bytes()[:20],
+                    "usr/t.txt": b"text", "usr/empty": b""}
+
+
+def test_a_layer_records_its_census_and_a_record_without_one_is_no_record() -> None:
+    layer = oci.Layer(oci.Descriptor(oci.OCI_LAYER, "sha256:" + "f" * 64, 5), "sha256:" + "9" * 64, "x",
+                      (("aarch64", 2), ("cuda", 1)))
+    assert layer.to_json()["elfMachines"] == {"aarch64": 2, "cuda": 1}
+    assert oci.Layer.from_json(layer.to_json(), "r") == layer
+    older = {k: v for k, v in layer.to_json().items() if k != "elfMachines"}
+    assert oci.Layer.from_json(older, "r").machines is None  # assembly writes it again, audited
+    with pytest.raises(FetchError, match="elfMachines: must map a machine to a count"):
+        oci.Layer.from_json({**layer.to_json(), "elfMachines": {"aarch64": "two"}}, "r")

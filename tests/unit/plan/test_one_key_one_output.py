@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sparkimg.compile.bounds import Budget
-from sparkimg.compile.container import container_env, host_toolkit
+from sparkimg.compile.container import container_env, cuda_home
 from sparkimg.errors import SparkimgError
 from sparkimg.formats.canonical import digest_of
 from sparkimg.lock.resolve import Lock
@@ -95,7 +95,7 @@ def container(spec: Spec, lock: Lock, layer: CompileLayer) -> dict[str, Any]:
         "src": (digest_of(lock.sources[layer.source].identity),
                 tuple(lock.source_patches.get(w) for w in layer.source_patches)),
         "inputs": {name: digest_of(lock.sources[name].identity) for name in layer.inputs},
-        "toolkit": (host_toolkit(lock), lock.toolchain.to_json() if host_toolkit(lock) else None),
+        "toolkit": (cuda_home(lock), lock.toolchain.to_json() if cuda_home(lock) else None),
         # The tool; which folder (and so which entries) it reads changes no byte: the check proves it.
         "compiler_cache": None if layer.compiler_cache is None else digest_of(
             lock.sources[layer.compiler_cache.source].identity),

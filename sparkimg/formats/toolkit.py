@@ -1,0 +1,24 @@
+"""The name of a hermetic CUDA toolkit (``toolchain: cuda: wheels``): one rule for lock and build.
+
+The lock writes the identity into the toolchain pin (so every compile key and gc's scan of the
+lock see it); ``compile.toolkit`` unpacks the wheels into ``toolkits/IDENTITY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sparkimg.formats.canonical import digest_of, hex_of
+
+LAYOUT = "sparkimg-cuda-wheels/1"  # how wheels become a tree: in the identity, so a change moves every key
+
+
+def identity(sha256s: Iterable[str]) -> str:
+    """The toolkit tree's name: sha256 (hex) of the layout and the wheels' sha256s, in any order."""
+    return hex_of(digest_of({"layout": LAYOUT, "wheels": sorted(sha256s)}))
+
+
+def release(version: str) -> str:
+    """nvcc's own words for a nvidia-cuda-nvcc version: ``13.0.88`` -> ``13.0, V13.0.88``."""
+    major_minor = ".".join(version.split(".")[:2])
+    return f"{major_minor}, V{version}"
