@@ -24,8 +24,9 @@ from sparkimg.errors import EmulationError
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 E_MACHINE = {"x86_64": 62, "aarch64": 183}
 NATIVE = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
-SETUP = ("install user-mode emulation with the F flag: `sudo apt-get install qemu-user-static` (Debian, Ubuntu), "
-         "or `docker run --privileged --rm tonistiigi/binfmt --install {arch}`; scripts/dev-up does it here")
+SETUP = ("register qemu's user-mode emulation with the F flag, qemu 8 or newer (Debian 12's 7.2 segfaults importing "
+         "torch): `docker run --privileged --rm tonistiigi/binfmt --install {arch}`, or qemu-user from "
+         "bookworm-backports; scripts/dev-up does it here")
 
 
 @dataclass(frozen=True)

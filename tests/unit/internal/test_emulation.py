@@ -45,7 +45,7 @@ def test_each_missing_piece_is_said_with_its_fix(tmp_path: Path) -> None:
     assert not said.ok and "disabled" in said.detail
     said = emulation.verdict("linux/arm64", _binfmt(tmp_path / "b"))
     assert not said.ok and "no binfmt handler runs aarch64 programs" in said.detail
-    assert "qemu-user-static" in str(said.fix)
+    assert "tonistiigi/binfmt --install arm64" in str(said.fix) and "qemu 8 or newer" in str(said.fix)
     said = emulation.verdict("linux/arm64", _binfmt(tmp_path / "c", handler=AARCH64.format(state="enabled",
                                                                                           flags="PO")))
     assert not said.ok and "lacks the F flag" in said.detail

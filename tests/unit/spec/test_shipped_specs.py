@@ -96,3 +96,9 @@ def test_the_vllm_environment_spec_is_what_its_generator_writes_from_the_require
     pinned = [line.split("==")[0] for line in requirements if line and not line.startswith("#")]
     assert len(spec.layers) == len(pinned) == 34
     assert [layer.kind for layer in spec.layers] == ["wheel"] * 34 and spec.layers[-1].name == "vllm"
+    # The GB10's: the same versions, for linux/arm64, each wheel pinned by the lock for aarch64.
+    arm64 = load_spec(REPO / "layers" / "vllm-env-arm64.yaml")
+    assert arm64.platform == "linux/arm64" and [layer.name for layer in arm64.layers] == [
+        layer.name for layer in spec.layers]
+    assert all(getattr(arm64.sources[n], "version", None) == getattr(s, "version", None)
+               and getattr(arm64.sources[n], "sha256", "x") is None for n, s in spec.sources.items())
