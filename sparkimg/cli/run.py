@@ -27,6 +27,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             return commands.HANDLERS[args.command](args)
+        except BrokenPipeError:
+            raise  # the reader went away: ``cli.main`` exits quietly
         except OSError as exc:  # a path that is a folder, read-only, or on a full disk: said, not raised
             raise SparkimgError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
                                 hint="check that the path is where you meant, writable, and that its disk has "
