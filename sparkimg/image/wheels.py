@@ -34,11 +34,14 @@ import hashlib
 import io
 import posixpath
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from sparkimg._internal.fs.bounds import MAX_BYTES, MAX_MEMBERS
+from sparkimg._internal.units import format_size
 from sparkimg.errors import BuildError
 from sparkimg.formats.scheme import SCHEME_KEYS, BaseScheme, InstalledDist, canonical_name, image_path
 from sparkimg.image.layer import Entry, ZipMember, whiteouts
@@ -170,12 +173,28 @@ def _hashed(wheel: Path, stream: Any) -> ZipMember:
     return ZipMember(wheel, stream.name, size, digest.hexdigest())
 
 
-def _check_members(wheel: Path, names: Iterable[str]) -> None:
+def _check_members(wheel: Path, infos: Sequence[zipfile.ZipInfo]) -> None:
+    """Refuse, before anything is read, a wheel with a member that is not a clean relative path, a
+    member named twice (the image would hold whichever copy came last), or more than the bounds
+    of ``fs.bounds`` declared by its zip headers (which also bound what each member inflates to:
+    ``zipfile`` stops at the declared size and checks the CRC)."""
+    names = [info.filename for info in infos]
     bad = [n for n in names if not _clean_member(n)]
     if bad:
         raise BuildError(f"wheel {wheel.name}: member {bad[0]!r} is not a clean relative path "
                          f"({len(bad)} such member(s)); nothing was installed from it",
                          hint="rebuild the wheel; a wheel's paths never start with / or hold ..")
+    twice = sorted(name for name, count in Counter(names).items() if count > 1)
+    if twice:
+        raise BuildError(f"wheel {wheel.name}: member {twice[0]!r} is in it {Counter(names)[twice[0]]} times "
+                         f"({len(twice)} such member(s)); nothing was installed from it",
+                         hint="rebuild the wheel: a zip that names a file twice installs whichever copy a tool "
+                         "reads last")
+    declared = sum(info.file_size for info in infos)
+    if len(infos) > MAX_MEMBERS or declared > MAX_BYTES:
+        raise BuildError(f"wheel {wheel.name}: {len(infos)} members declaring {format_size(declared)} unpacked, "
+                         f"more than {MAX_MEMBERS} members or {format_size(MAX_BYTES)}; nothing was installed from it",
+                         hint="check the pinned wheel; the largest real one here unpacks to 1 GiB")
 
 
 def _install(wheel: Path, scheme: BaseScheme) -> tuple[str, str, dict[str, Entry]]:
@@ -189,7 +208,7 @@ def _install(wheel: Path, scheme: BaseScheme) -> tuple[str, str, dict[str, Entry
 
     try:
         with zipfile.ZipFile(wheel) as archive:
-            _check_members(wheel, archive.namelist())
+            _check_members(wheel, archive.infolist())
             source = WheelFile(archive)
             members = _recorded(wheel, archive, source.read_dist_info("RECORD"))
             # Not ``validate_record``: pip installs a wheel whose RECORD misses files too (the wheel

@@ -11,11 +11,9 @@ import posixpath
 import tarfile
 from pathlib import Path, PurePosixPath
 
+from sparkimg._internal.fs.bounds import MAX_BYTES, MAX_MEMBERS
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.errors import BuildError
-
-MAX_MEMBERS = 500_000
-MAX_BYTES = 8 << 30  # unpacked; vLLM 0.34.0's sdist unpacks to about 0.2 GiB
 
 
 def _stripped(name: str, top: str) -> str | None:

@@ -39,7 +39,7 @@ def _hash(data: bytes) -> str:
 
 
 def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *, entry_points: str | None = None,
-               record: bool = True) -> Path:
+               record: bool = True, compression: int = zipfile.ZIP_STORED) -> Path:
     """A wheel as a build backend writes it: the files, a dist-info with METADATA, WHEEL, RECORD."""
     info = f"{name}-{version}.dist-info"
     members = dict(files)
@@ -55,7 +55,7 @@ def make_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *
             info_ = zipfile.ZipInfo(member, (2020, 1, 1, 0, 0, 0))
             mode = 0o755 if "/scripts/" in member else 0o644
             info_.external_attr = (stat.S_IFREG | mode) << 16
-            archive.writestr(info_, data)
+            archive.writestr(info_, data, compress_type=compression)
     return path
 
 
@@ -367,3 +367,26 @@ def test_a_damaged_record_or_entry_points_file_is_a_build_error(
         archive.writestr("foo-1.0.dist-info/RECORD", record or "")
     with pytest.raises(BuildError, match=f"wheel {wheel.name}: cannot install it: {said}"):
         install_wheels([wheel], fake_scheme())
+
+
+def test_a_member_named_twice_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "pkg", "1.0", {"pkg/__init__.py": b"first\n"})
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("pkg/__init__.py", b"second\n")  # the copy the image held before
+    with pytest.raises(BuildError, match=r"member 'pkg/__init__.py' is in it 2 times .* nothing was installed"):
+        install_wheels([wheel], fake_scheme())
+
+
+def test_a_wheel_that_inflates_past_the_bound_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zip bomb with an honest RECORD: its headers declare what it inflates to, and that is bounded
+    (8 GiB, as for sdists; here 1 MiB, so the bomb stays small)."""
+    import sparkimg.image.wheels as wheels_mod
+
+    monkeypatch.setattr(wheels_mod, "MAX_BYTES", 1 << 20)
+    bomb = make_wheel(tmp_path, "bomb", "1.0", {"bomb/zeros.bin": bytes(2 << 20)}, compression=zipfile.ZIP_DEFLATED)
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(BuildError, match=r"wheel bomb-1.0-py3-none-any.whl: 4 members declaring 2.0 MiB unpacked, "
+                                         r"more than 500000 members or 1.0 MiB"):
+        install_wheels([bomb], fake_scheme())
