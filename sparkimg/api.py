@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from sparkimg.compile.bounds import Overrides
     from sparkimg.distribution.archive import Loaded, Saved
     from sparkimg.distribution.pull import Pulled
-    from sparkimg.distribution.push import Pushed
+    from sparkimg.distribution.push import Pushed, PushedIndex
     from sparkimg.engine.protocol import Engine
     from sparkimg.fetch.inputs import Fetched
     from sparkimg.formats.nightly import Entry as NightEntry
@@ -248,33 +248,49 @@ def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = No
 
 def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Path | None = None,
          store: Path | None = None, compression: str = "none", level: int | None = None,
-         threads: int | None = None, report: Reporter = silent) -> Pushed:
+         threads: int | None = None, also: Sequence[Path] = (), report: Reporter = silent) -> Pushed | PushedIndex:
     """Upload the spec's built image, from the store's OCI data, to ``target`` (REGISTRY/REPO),
     tagged with an immutable dated tag (``YYYYMMDD-KEY12``, the date of the lock's source epoch)
     and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it. With
     ``compression`` (gzip or zstd, at ``level``) the new layers leave compressed on ``threads``
-    threads (default: every core); the bytes do not depend on the thread count."""
+    threads (default: every core); the bytes do not depend on the thread count. With ``also``
+    (other platforms' specs), each image goes with its own receipt and dated tag, and ``tags``
+    name an image index of all (``PushedIndex``)."""
     from sparkimg.distribution.compression import chosen, default_threads
     from sparkimg.distribution.push import target_of
-    from sparkimg.pipeline.ship import pushed
+    from sparkimg.pipeline.ship import pushed, pushed_platforms
 
     target_of(target)  # bad input fails before anything is read
     compressor = chosen(compression, level)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads {threads}: give 1 or more", hint="leave it out to use every core")
+    if also:
+        return pushed_platforms([spec_path, *also], _store(store), target, tags, receipt=receipt,
+                                compression=compressor, threads=threads or default_threads(), report=report)
     return pushed(spec_path, _store(store), target, tags, receipt=receipt, compression=compressor,
                   threads=threads or default_threads(), report=report)
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
-         store: Path | None = None, report: Reporter = silent) -> Pulled:
-    """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest."""
+         store: Path | None = None, platform: str | None = None, report: Reporter = silent) -> Pulled:
+    """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest;
+    from an image index, ``platform``'s image (default: this machine's), with its own receipt."""
     from sparkimg.distribution.pull import pull as pull_image
     from sparkimg.signing.keys import load_public
 
+    _platform_given(platform)
     trusted = load_public(key)
     return pull_image(reference, trusted, _engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
-                      report=report)
+                      platform=platform, report=report)
+
+
+def _platform_given(platform: str | None) -> None:
+    """A ``--platform`` sparkimg builds for, or bad input."""
+    from sparkimg.formats.lockfile import PLATFORMS
+
+    if platform is not None and platform not in PLATFORMS:
+        raise UsageError(f"--platform {platform}: not a platform sparkimg builds for",
+                         hint=f"give one of {', '.join(PLATFORMS)}")
 
 
 # -- save, load ------------------------------------------------------------------------

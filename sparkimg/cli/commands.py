@@ -335,8 +335,16 @@ def _prewarm_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
+    from sparkimg.distribution.push import PushedIndex
+
     pushed = api.push(args.spec, args.to, args.tag, receipt=args.receipt, store=args.store,
-                      compression=args.compression, level=args.level, threads=args.threads, report=_reporter(args))
+                      compression=args.compression, level=args.level, threads=args.threads, also=args.also,
+                      report=_reporter(args))
+    if isinstance(pushed, PushedIndex):
+        if not _emit(args, pushed.to_json()):
+            render.line(f"pushed {pushed.repository}@{pushed.digest} (tags: {', '.join(pushed.tags) or 'none'}): "
+                        + "; ".join(f"{platform} {image.manifest_digest}" for platform, image in pushed.images))
+        return 0
     if not _emit(args, pushed.to_json()):
         moved = sum(b.how == "uploaded" for b in pushed.blobs)
         render.line(f"pushed {pushed.repository}@{pushed.manifest_digest} (tags: {', '.join(pushed.tags)}); "
@@ -346,7 +354,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     pulled = api.pull(args.reference, args.key, recipe=args.recipe, receipt_out=args.receipt_out, store=args.store,
-                      report=_reporter(args))
+                      platform=args.platform, report=_reporter(args))
     if not _emit(args, pulled.to_json()):
         render.line(f"pulled {pulled.reference}: manifest {pulled.manifest_digest}, config {pulled.config_digest}, "
                     f"{len(pulled.diff_ids)} layers; receipt verified ({', '.join(pulled.checks)})")

@@ -119,6 +119,9 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="a moving tag besides the immutable dated one (repeatable), e.g. latest")
     p.add_argument("--receipt", type=Path, help="the receipt to attach (default: the one `build` wrote)")
+    p.add_argument("--with", dest="also", action="append", type=Path, default=[], metavar="SPEC",
+                   help="another platform's spec, built (e.g. layers/demo-arm64.yaml beside layers/demo.yaml): each "
+                   "image goes with its own receipt, and the tags name an image index of all (repeatable)")
     p.add_argument("--compression", choices=("none", "gzip", "zstd"), default="none",
                    help="compress the new layers on the way out (default none: the layers leave as the plain "
                    "tars the build stored; zstd needs Docker CE 23+, containerd or podman on the nodes)")
@@ -132,6 +135,9 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
     p.add_argument("--receipt-out", type=Path, metavar="FILE",
                    help="keep the receipt that verified here (for verify-node and run-args)")
+    p.add_argument("--platform", metavar="OS/ARCH",
+                   help="from a tag that holds several platforms (push --with), this one's image and receipt "
+                   "(default: this machine's, e.g. linux/arm64 on a GB10)")
     p = command("save", "write the built image and its receipt to one file (an OCI image layout with "
                 "docker's manifest.json): `docker load`, `podman load` and `sparkimg load` take it", spec=False)
     p.add_argument("source", type=Path, metavar="SPEC|RECEIPT",

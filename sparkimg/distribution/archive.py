@@ -149,8 +149,10 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
     described = oci.receipt_artifact(subject, sbom, oci.SBOM_ARTIFACT) if sbom is not None else None
     documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact,
                                                  *((sbom, described) if sbom and described else ()))}
+    platform = oci.BaseImage(manifest, config).config_json  # the image's own word for its platform
     index = oci.layout_index(subject, name, sha256_prefixed(artifact),
-                             sha256_prefixed(described) if described is not None else None)
+                             sha256_prefixed(described) if described is not None else None,
+                             platform=f"{platform.get('os', 'linux')}/{platform.get('architecture', 'unknown')}")
     entries = [
         Entry("oci-layout", "file", data=oci.OCI_LAYOUT),
         Entry("index.json", "file", data=index),

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.net.registry import MANIFEST_TYPES, ImageRef, RegistryClient
+from sparkimg._internal.emulation import native
+from sparkimg._internal.net.registry import INDEX_TYPES, MANIFEST_TYPES, ImageRef, RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
 from sparkimg.events import Event, Kind, Phase, Progress, Reporter, silent
 from sparkimg.formats import oci
-from sparkimg.formats.canonical import sha256_prefixed
+from sparkimg.formats.canonical import loads, sha256_prefixed
 from sparkimg.signing.keys import PublicKey
 from sparkimg.spec.model import split_reference
 
@@ -43,10 +44,13 @@ class Pulled:
 
 
 def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None = None,
-         receipt_out: Path | None = None, client: RegistryClient | None = None, report: Reporter = silent) -> Pulled:
+         receipt_out: Path | None = None, client: RegistryClient | None = None, platform: str | None = None,
+         report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` (REGISTRY/REPO:TAG or @DIGEST), then pull it;
     ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``), and the
-    SBOM that verified beside it (``sbom.attest.sbom_path``)."""
+    SBOM that verified beside it (``sbom.attest.sbom_path``). Where ``reference`` is an image index
+    (``push --with``: one image per platform), ``platform``'s image is chosen (default: this
+    machine's), and its own receipt is the one verified."""
     repository, tag, digest = split_reference(reference)
     ref = ImageRef.parse(repository)
     if "/" not in repository or not (tag or digest):
@@ -54,10 +58,27 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
                          hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
     client = client or RegistryClient()
     manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
-                           headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
+                           headers={"Accept": ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))}).content
     manifest_digest = sha256_prefixed(manifest)
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
+    if oci.BaseImage(manifest, b"{}").manifest_json.get("mediaType") in INDEX_TYPES:
+        wanted = platform or native()
+        chosen = oci.chosen_manifest(manifest, wanted, reference)
+        report(Event(Phase.PULL, f"{reference} is an index; {wanted}: {chosen.digest}"))
+        manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{chosen.digest}",
+                               headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
+        manifest_digest = sha256_prefixed(manifest)
+        if manifest_digest != chosen.digest:
+            raise PullRefused(f"{reference}: the registry served {wanted}'s manifest hashing to {manifest_digest}, "
+                              f"not the index's {chosen.digest}")
+    elif platform is not None:
+        config = (oci.BaseImage(manifest, b"{}").manifest_json.get("config") or {}).get("digest")
+        found = loads(client.blob_bytes(repository, str(config))) if oci.is_digest(str(config)) else {}
+        held = f"{found.get('os', '?')}/{found.get('architecture', '?')}" if isinstance(found, dict) else "?/?"
+        if held != platform:
+            raise PullRefused(f"{reference}: the image is for {held}, not {platform}",
+                              hint="leave --platform out, or pull a tag that holds that platform")
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
     # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
     config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))

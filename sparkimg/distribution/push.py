@@ -65,6 +65,12 @@ class Pushed:
     sbom: str | None  # the digest of the attached SBOM artifact
     built_manifest: str  # the manifest the build wrote and the receipt names (the same when uncompressed)
     compression: str  # the compressor identity of the new layers as pushed, or "none"
+    manifest_size: int = 0  # the pushed manifest's bytes, and its media type: its descriptor in an index
+    media_type: str = oci.OCI_MANIFEST
+
+    @property
+    def descriptor(self) -> oci.Descriptor:
+        return oci.Descriptor(self.media_type, self.manifest_digest, self.manifest_size)
 
     @property
     def sent(self) -> int:
@@ -144,7 +150,45 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
                  figures={"sent": sum(b.sent for b in done)}))
     return Pushed(f"{to.registry}/{to.repository}", manifest_digest, record.config_digest, tuple(tags),
                   tuple(done), attached, described, record.manifest_digest,
-                  compression.identity if compression is not None else "none")
+                  compression.identity if compression is not None else "none", len(manifest), media_type)
+
+
+@dataclass(frozen=True)
+class PushedIndex:
+    """Several platforms' images under one tag: each pushed with its own receipt and SBOM, and an
+    image index (or Docker manifest list) naming each with its platform, under the tags."""
+
+    repository: str
+    digest: str
+    media_type: str
+    tags: tuple[str, ...]
+    images: tuple[tuple[str, Pushed], ...]  # (platform, the image as pushed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repository": self.repository, "index": self.digest, "media_type": self.media_type,
+                "reference": f"{self.repository}@{self.digest}", "tags": list(self.tags),
+                "sent_bytes": sum(p.sent for _, p in self.images),
+                "platforms": {platform: p.to_json() for platform, p in self.images}}
+
+
+def push_index(images: Sequence[tuple[str, Pushed]], target: str, tags: Sequence[str], *,
+               client: RegistryClient | None = None, report: Reporter = silent) -> PushedIndex:
+    """The index of ``images`` (already pushed, each with its receipt attached), by digest, then
+    under each of ``tags``: a tag moves only once every platform's image is complete."""
+    platforms = [platform for platform, _ in images]
+    if len(set(platforms)) != len(platforms):
+        raise UsageError(f"push: two images for {sorted(p for p in platforms if platforms.count(p) > 1)[0]}",
+                         hint="give one spec per platform (the spec and each --with)")
+    to = target_of(target)
+    client = client or RegistryClient()
+    index, media_type = oci.platform_index([(pushed.descriptor, platform) for platform, pushed in images])
+    digest = sha256_prefixed(index)
+    put_manifest(client, to, digest, index, media_type, digest)
+    for tag in tags:
+        put_manifest(client, to, tag, index, media_type, digest)
+    report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{digest}: an index of "
+                 f"{', '.join(platforms)} ({', '.join(tags) or 'no tags'})", kind=Kind.DONE))
+    return PushedIndex(f"{to.registry}/{to.repository}", digest, media_type, tuple(tags), tuple(images))
 
 
 def _compressed(record: oci.ImageRecord, store: Store, compressor: Compressor, threads: int,

@@ -383,6 +383,42 @@ def receipt_referrers(index: bytes, artifact_type: str = RECEIPT_ARTIFACT) -> li
             and isinstance(m.get("digest"), str) and _DIGEST.match(m["digest"])]
 
 
+# -- one tag for several platforms: an image index ---------------------------------------
+
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+
+
+def platform_of(platform: str) -> dict[str, str]:
+    """An index descriptor's ``platform`` for ``linux/arm64``: ``{"architecture": "arm64", "os": "linux"}``."""
+    os_name, _, architecture = platform.partition("/")
+    return {"architecture": architecture, "os": os_name}
+
+
+def platform_index(images: Sequence[tuple[Descriptor, str]]) -> tuple[bytes, str]:
+    """The index of one image manifest per platform (``images``: each manifest's descriptor and
+    its platform, ``linux/arm64``), and its media type: an OCI image index, or for Docker v2
+    manifests Docker's equivalent, the manifest list (as ``docker buildx`` writes for them)."""
+    media_type = DOCKER_LIST if all(d.media_type == DOCKER_MANIFEST for d, _ in images) else OCI_INDEX
+    manifests = [{**d.to_json(), "platform": platform_of(platform)} for d, platform in images]
+    return encode({"schemaVersion": 2, "mediaType": media_type, "manifests": manifests}), media_type
+
+
+def chosen_manifest(index: bytes, platform: str, where: str) -> Descriptor:
+    """The descriptor of ``platform``'s image in an image index (or manifest list); none is a
+    ``ResolveError`` naming the platforms it holds."""
+    manifests = _object(index, where).get("manifests")
+    listed = [m for m in manifests if isinstance(m, dict)] if isinstance(manifests, list) else []
+    want = platform_of(platform)
+    for entry in listed:
+        found = entry.get("platform") or {}
+        if isinstance(found, dict) and found.get("os") == want["os"] and found.get("architecture") == want[
+                "architecture"] and not found.get("variant"):
+            return Descriptor.from_json(entry, where)
+    held = sorted("/".join(str((m.get("platform") or {}).get(k, "?")) for k in ("os", "architecture")) for m in listed)
+    raise FetchError(f"{where}: no image for {platform}; the index holds {', '.join(held) or 'none'}",
+                     hint="pass --platform with one of those, or push an image for this platform")
+
+
 # -- an image archive: an OCI image layout with docker's manifest.json beside it ----------
 
 OCI_LAYOUT = encode({"imageLayoutVersion": "1.0.0"})
@@ -392,17 +428,20 @@ RECEIPT_ANNOTATION = "dev.sparkimg.receipt"  # on the image's index entry: the r
 SBOM_ANNOTATION = "dev.sparkimg.sbom"  # and the SBOM artifact's, when the archive carries one
 
 
-def layout_index(image: Descriptor, name: str, receipt: str, sbom: str | None = None) -> bytes:
+def layout_index(image: Descriptor, name: str, receipt: str, sbom: str | None = None,
+                 platform: str | None = None) -> bytes:
     """``index.json`` of an archive holding one image (so ``podman load`` and skopeo need no
     choice) named ``name`` (REPO:TAG), whose receipt artifact (its ``subject`` is the image
     manifest) sits in the layout's blobs under the digest ``receipt``, and its SBOM artifact
-    under ``sbom``."""
+    under ``sbom``; ``platform`` (``linux/arm64``) is recorded in its descriptor."""
     tag = name.rpartition(":")[2] if ":" in name.rsplit("/", 1)[-1] else "latest"
     notes = {CONTAINERD_NAME: name, REF_NAME: tag, RECEIPT_ANNOTATION: receipt}
     if sbom is not None:
         notes[SBOM_ANNOTATION] = sbom
-    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [{**image.to_json(),
-                                                                              "annotations": notes}]})
+    entry = {**image.to_json(), "annotations": notes}
+    if platform is not None:
+        entry["platform"] = platform_of(platform)
+    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [entry]})
 
 
 @dataclass(frozen=True)

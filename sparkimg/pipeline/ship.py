@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sparkimg.distribution.archive import Saved, save_built
 from sparkimg.distribution.compression import Compressor
-from sparkimg.distribution.push import Pushed, push_built
+from sparkimg.distribution.push import Pushed, PushedIndex, push_built, push_index
 from sparkimg.events import Reporter, silent
 from sparkimg.pipeline.context import stored_image
 from sparkimg.plan.keys import image_ref
@@ -27,6 +27,20 @@ def pushed(spec_path: Path, store: Store, target: str, tags: Sequence[str], *, r
     return push_built(record, lock, the_store, target, [dated, *tags], receipt or receipt_path(spec, key),
                       image_ref(spec, key), receipt_required=receipt is not None, compression=compression,
                       threads=threads, report=report)
+
+
+def pushed_platforms(spec_paths: Sequence[Path], store: Store, target: str, tags: Sequence[str], *,
+                     receipt: Path | None, compression: Compressor | None, threads: int,
+                     report: Reporter = silent) -> PushedIndex:
+    """One image per spec (each built for its own platform) to ``target`` with its own receipt and
+    SBOM and its dated tag, then an image index of all under ``tags`` (``receipt``: the first
+    spec's, if not where ``build`` wrote it)."""
+    images: list[tuple[str, Pushed]] = []
+    for number, spec_path in enumerate(spec_paths):
+        done = pushed(spec_path, store, target, (), receipt=receipt if number == 0 else None,
+                      compression=compression, threads=threads, report=report)
+        images.append((stored_image(spec_path, store, silent).lock.platform, done))
+    return push_index(images, target, tags, report=report)
 
 
 def saved(spec_path: Path, store: Store, output: Path, *, receipt: Path | None, tag: str | None,

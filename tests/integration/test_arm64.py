@@ -185,3 +185,70 @@ def test_doctor_says_whether_the_other_platform_runs_here(
     checks = {c["name"]: c for c in found["checks"]}
     if emulation.native() == "linux/amd64":  # the fixture found emulation: doctor says so, and how
         assert checks["emulation linux/arm64"]["ok"] and "binfmt handler" in checks["emulation linux/arm64"]["detail"]
+
+
+def test_one_tag_holds_both_platforms_and_each_pull_verifies_its_own_receipt(
+    tmp_path: Path, engine: Engine, demo_base: str, arm64_base: str, registry: str,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sparkimg._internal.net.registry import INDEX_TYPES, ImageRef, RegistryClient
+
+    from .helpers import copy_demo
+
+    demo = copy_demo(tmp_path / "project")
+    arm64 = demo.with_name("demo-arm64.yaml")
+    arm64.write_text((REPO / "layers" / "demo-arm64.yaml").read_text().replace(
+        "image: sparkimg/demo-arm64", f"image: sparkimg-test/demo-arm64-{uuid.uuid4().hex[:8]}"))
+    store = tmp_path / "store"
+    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "node"))[0] == 0
+    built = {}
+    for spec in (demo, arm64):
+        assert cli(capsys, store, "lock", str(spec))[0] == 0
+        built[spec.name] = build_ok(capsys, store, spec, "--key", str(tmp_path / "node.key"))
+
+    repository = f"{registry}/sparkimg-test/multi-{uuid.uuid4().hex[:8]}"
+    code, pushed, err = cli(capsys, store, "push", str(demo), "--with", str(arm64), "--to", repository,
+                            "--tag", "latest", "--json")
+    assert code == 0, err
+    assert set(pushed["platforms"]) == {"linux/amd64", "linux/arm64"} and pushed["tags"] == ["latest"]
+    assert all(image["receipt"] and image["sbom"] for image in pushed["platforms"].values())
+
+    # The tag names an index with the platform in each descriptor, each the image its build wrote.
+    ref = ImageRef.parse(repository)
+    index = RegistryClient().send("GET", ref, f"{ref.base_url}/manifests/latest",
+                                  headers={"Accept": ", ".join(INDEX_TYPES)}).json()
+    assert index["mediaType"] in INDEX_TYPES
+    listed = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"] for m in index["manifests"]}
+    assert listed == {"linux/amd64": built["demo.yaml"]["oci"]["manifest"],
+                      "linux/arm64": built["demo-arm64.yaml"]["oci"]["manifest"]}
+
+    # Each platform's pull picks its image from the index and verifies that image's own receipt.
+    for platform, name in (("linux/arm64", "demo-arm64.yaml"), ("linux/amd64", "demo.yaml")):
+        code, pulled, err = cli(capsys, store, "pull", f"{repository}:latest", "--key", str(tmp_path / "node.pub"),
+                                "--platform", platform, "--json")
+        assert code == 0, err
+        assert (pulled["manifest"], pulled["config"]) == (built[name]["oci"]["manifest"], built[name]["oci"]["config"])
+        assert engine.image_id(f"{repository}:latest") == built[name]["oci"]["config"]
+    # Without --platform: this machine's.
+    code, pulled, err = cli(capsys, store, "pull", f"{repository}:latest", "--key", str(tmp_path / "node.pub"),
+                            "--json")
+    assert code == 0 and pulled["manifest"] == built["demo.yaml"]["oci"]["manifest"], err
+    # A one-platform tag asked for another platform: refused, nothing pulled.
+    dated = next(t for t in RegistryClient().send("GET", ref, f"{ref.base_url}/tags/list").json()["tags"]
+                 if t.endswith(built["demo.yaml"]["layers"][-1]["key"][:12]))
+    code, _, err = cli(capsys, store, "pull", f"{repository}:{dated}", "--key", str(tmp_path / "node.pub"),
+                       "--platform", "linux/arm64")
+    assert code == 1 and "the image is for linux/amd64, not linux/arm64" in err, err
+
+    # save records the image's platform in its archive's index.
+    archive = tmp_path / "arm64.oci.tar"
+    assert cli(capsys, store, "save", str(arm64), "-o", str(archive))[0] == 0
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        handle = tar.extractfile("index.json")
+        assert handle is not None
+        saved = json.loads(handle.read())
+    assert saved["manifests"][0]["platform"] == {"architecture": "arm64", "os": "linux"}
+    for result in built.values():
+        engine.remove_image(result["image"]["reference"])
