@@ -173,8 +173,11 @@ def cmd_sbom(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    from sparkimg.signing.keys import key_paths
+
     key = api.keygen(args.out, force=args.force)
-    files = {"private": f"{args.out}.key", "public": f"{args.out}.pub"}
+    private, public = key_paths(args.out)
+    files = {"private": str(private), "public": str(public)}
     if not _emit(args, {"keyid": key.keyid, **files}):
         render.line(f"wrote {files['private']} (mode 0600) and {files['public']}; keyid {key.keyid}")
     return 0

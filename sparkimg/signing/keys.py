@@ -73,12 +73,21 @@ class PrivateKey:
         return PublicKey(self.key.public_key(), self.keyid)
 
 
+def key_paths(prefix: Path) -> tuple[Path, Path]:
+    """The private and public key files of ``prefix`` (``keys/demo``, or ``keys/demo.key`` as typed)."""
+    if prefix.suffix in (".key", ".pub"):
+        prefix = prefix.with_suffix("")
+    return prefix.with_name(prefix.name + ".key"), prefix.with_name(prefix.name + ".pub")
+
+
 def generate(prefix: Path, *, force: bool = False) -> PrivateKey:
-    """Write ``PREFIX.key`` (PKCS#8 PEM, mode 0600) and ``PREFIX.pub`` (SubjectPublicKeyInfo PEM)."""
+    """Write ``PREFIX.key`` (PKCS#8 PEM, mode 0600) and ``PREFIX.pub`` (SubjectPublicKeyInfo PEM).
+    A prefix typed with either ending (``--out keys/demo.key``) is taken as the pair's name, not
+    as ``demo.key.key``."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    private_path, public_path = prefix.with_name(prefix.name + ".key"), prefix.with_name(prefix.name + ".pub")
+    private_path, public_path = key_paths(prefix)
     for path in (private_path, public_path):
         if path.exists() and not force:
             raise KeyFileError(f"{path} exists; refusing to overwrite a key",

@@ -25,6 +25,13 @@ def test_keygen_writes_a_private_key_only_the_owner_reads(tmp_path: Path) -> Non
     assert key.keyid == hashlib.sha256(der).hexdigest() == load_private(tmp_path / "node1.key").keyid
 
 
+@pytest.mark.parametrize("typed", ["demo.key", "demo.pub", "demo"])
+def test_keygen_takes_the_name_people_type(tmp_path: Path, typed: str) -> None:
+    """``keygen --out keys/demo.key`` writes demo.key and demo.pub, not demo.key.key (issue 40)."""
+    generate(tmp_path / typed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.key", "demo.pub"]
+
+
 def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
     generate(tmp_path / "k")
     with pytest.raises(KeyFileError, match="refusing to overwrite"):
