@@ -10,6 +10,7 @@ from pathlib import Path
 from sparkimg.distribution.archive import Saved, save_built
 from sparkimg.distribution.compression import Compressor
 from sparkimg.distribution.push import Pushed, PushedIndex, push_built, push_index
+from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
 from sparkimg.pipeline.context import stored_image
 from sparkimg.plan.keys import image_ref
@@ -35,11 +36,15 @@ def pushed_platforms(spec_paths: Sequence[Path], store: Store, target: str, tags
     """One image per spec (each built for its own platform) to ``target`` with its own receipt and
     SBOM and its dated tag, then an image index of all under ``tags`` (``receipt``: the first
     spec's, if not where ``build`` wrote it)."""
+    platforms = [stored_image(spec_path, store, silent).lock.platform for spec_path in spec_paths]
+    twice = sorted({p for p in platforms if platforms.count(p) > 1})
+    if twice:  # before anything is sent
+        raise UsageError(f"push: two of the specs are for {twice[0]}; an index holds one image per platform",
+                         hint="give one spec per platform (the spec and each --with)")
     images: list[tuple[str, Pushed]] = []
-    for number, spec_path in enumerate(spec_paths):
-        done = pushed(spec_path, store, target, (), receipt=receipt if number == 0 else None,
-                      compression=compression, threads=threads, report=report)
-        images.append((stored_image(spec_path, store, silent).lock.platform, done))
+    for number, (spec_path, platform) in enumerate(zip(spec_paths, platforms, strict=True)):
+        images.append((platform, pushed(spec_path, store, target, (), receipt=receipt if number == 0 else None,
+                                        compression=compression, threads=threads, report=report)))
     return push_index(images, target, tags, report=report)
 
 

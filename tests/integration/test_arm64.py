@@ -207,6 +207,8 @@ def test_one_tag_holds_both_platforms_and_each_pull_verifies_its_own_receipt(
         built[spec.name] = build_ok(capsys, store, spec, "--key", str(tmp_path / "node.key"))
 
     repository = f"{registry}/sparkimg-test/multi-{uuid.uuid4().hex[:8]}"
+    code, _, err = cli(capsys, store, "push", str(demo), "--with", str(demo), "--to", repository)
+    assert code == 2 and "two of the specs are for linux/amd64" in err, err  # refused before anything is sent
     code, pushed, err = cli(capsys, store, "push", str(demo), "--with", str(arm64), "--to", repository,
                             "--tag", "latest", "--json")
     assert code == 0, err
