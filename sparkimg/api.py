@@ -166,8 +166,8 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
     from sparkimg.source import preflight
 
     spec = _spec(spec_path, report)
-    lock_mod.check_toolkit(spec)
     if not lock_mod.lock_path(spec).exists():
+        lock_mod.check_toolkit(spec)  # with a lock, its check refuses the toolkit the same way
         return Checked(spec, "absent")
     the_store = _store(store)
     lock = lock_mod.load_checked(spec, the_store)

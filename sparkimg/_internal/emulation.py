@@ -18,11 +18,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkimg._internal import elf
 from sparkimg._internal.wheeltags import ARCHS
 from sparkimg.errors import EmulationError
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
-E_MACHINE = {"x86_64": 62, "aarch64": 183}
 NATIVE = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
 SETUP = ("register qemu's user-mode emulation with the F flag, qemu 8 or newer (Debian 12's 7.2 segfaults importing "
          "torch): `docker run --privileged --rm tonistiigi/binfmt --install {arch}`, or qemu-user from "
@@ -47,7 +47,8 @@ def native() -> str:
 
 def header(platform: str) -> bytes:
     """The first 20 bytes of a 64-bit little-endian executable of ``platform``'s machine."""
-    return b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HH", 2, E_MACHINE[ARCHS[platform]])
+    number = next(n for n, name in elf.CPU.items() if name == ARCHS[platform])
+    return elf.MAGIC + b"\x02\x01\x01" + bytes(9) + struct.pack("<HH", 2, number)
 
 
 def _fields(text: str) -> dict[str, str]:

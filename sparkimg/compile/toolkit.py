@@ -25,9 +25,9 @@ from pathlib import Path, PurePosixPath
 
 from sparkimg.errors import BuildError
 from sparkimg.formats.lockfile import ToolchainPin
+from sparkimg.formats.toolkit import FOLDER
 from sparkimg.store.content import Store
 
-FOLDER = "toolkits"  # in the store
 MOUNT = "/usr/local/cuda"  # where a compile container sees it (CUDA_HOME)
 PREFIX = re.compile(r"^nvidia/cu\d+/")
 

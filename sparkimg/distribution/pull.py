@@ -62,7 +62,8 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     manifest_digest = sha256_prefixed(manifest)
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
-    if oci.BaseImage(manifest, b"{}").manifest_json.get("mediaType") in INDEX_TYPES:
+    from_index = oci.BaseImage(manifest, b"{}").manifest_json.get("mediaType") in INDEX_TYPES
+    if from_index:
         wanted = platform or native()
         chosen = oci.chosen_manifest(manifest, wanted, reference)
         report(Event(Phase.PULL, f"{reference} is an index; {wanted}: {chosen.digest}"))
@@ -72,16 +73,16 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
         if manifest_digest != chosen.digest:
             raise PullRefused(f"{reference}: the registry served {wanted}'s manifest hashing to {manifest_digest}, "
                               f"not the index's {chosen.digest}")
-    elif platform is not None:
-        config = (oci.BaseImage(manifest, b"{}").manifest_json.get("config") or {}).get("digest")
-        found = loads(client.blob_bytes(repository, str(config))) if oci.is_digest(str(config)) else {}
+    report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
+    # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
+    config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))
+    if platform is not None and not from_index:  # one image: it must be of that platform
+        config = config_of(str((oci.BaseImage(manifest, b"{}").manifest_json.get("config") or {}).get("digest")))
+        found = loads(config) if config is not None else {}
         held = f"{found.get('os', '?')}/{found.get('architecture', '?')}" if isinstance(found, dict) else "?/?"
         if held != platform:
             raise PullRefused(f"{reference}: the image is for {held}, not {platform}",
                               hint="leave --platform out, or pull a tag that holds that platform")
-    report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
-    # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
-    config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))
     receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, config_of, key, recipe, report)
     sbom = _verified_sbom(client, ref, manifest_digest, envelope, key, report)
     config_digest = str(facts.get("image.id"))

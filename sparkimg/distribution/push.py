@@ -173,12 +173,10 @@ class PushedIndex:
 
 def push_index(images: Sequence[tuple[str, Pushed]], target: str, tags: Sequence[str], *,
                client: RegistryClient | None = None, report: Reporter = silent) -> PushedIndex:
-    """The index of ``images`` (already pushed, each with its receipt attached), by digest, then
-    under each of ``tags``: a tag moves only once every platform's image is complete."""
+    """The index of ``images`` (already pushed, each with its receipt attached, one per platform:
+    ``pipeline.ship`` refuses two before any is sent), by digest, then under each of ``tags``: a
+    tag moves only once every platform's image is complete."""
     platforms = [platform for platform, _ in images]
-    if len(set(platforms)) != len(platforms):
-        raise UsageError(f"push: two images for {sorted(p for p in platforms if platforms.count(p) > 1)[0]}",
-                         hint="give one spec per platform (the spec and each --with)")
     to = target_of(target)
     client = client or RegistryClient()
     index, media_type = oci.platform_index([(pushed.descriptor, platform) for platform, pushed in images])

@@ -10,9 +10,9 @@ from typing import Any
 
 from sparkimg._internal import emulation
 from sparkimg._internal.units import format_size
-from sparkimg._internal.wheeltags import ARCHS as PLATFORMS
 from sparkimg.compile.bounds import mem_available
 from sparkimg.errors import SparkimgError
+from sparkimg.formats.lockfile import PLATFORMS
 
 
 def _check(name: str, ok: bool, detail: str, *, required: bool = True) -> dict[str, Any]:

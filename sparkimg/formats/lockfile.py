@@ -314,10 +314,12 @@ class ToolchainPin:
         if cuda == "base":
             return cls("base")
         if cuda == "wheels":
-            wheels = tuple((w.text("source"), w.hex("sha256", 64))
-                           for index, item in enumerate(r.items("wheels"))
-                           for w in (_Reader(item, r.where, f"{r.path}.wheels[{index}]"),))
-            return cls("wheels", nvcc_version=r.text("nvcc_version"), wheels=wheels, toolkit=r.hex("toolkit", 64))
+            wheels = []
+            for index, item in enumerate(r.items("wheels")):
+                wheel = _Reader(item, r.where, f"{r.path}.wheels[{index}]")
+                wheels.append((wheel.text("source"), wheel.hex("sha256", 64)))
+            return cls("wheels", nvcc_version=r.text("nvcc_version"), wheels=tuple(wheels),
+                       toolkit=r.hex("toolkit", 64))
         if cuda != "host":
             raise r._fail("cuda", "'base', 'host' or 'wheels'")
         return cls("host", r.absolute("path"), r.absolute("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from sparkimg.formats.canonical import digest_of, hex_of
 
 LAYOUT = "sparkimg-cuda-wheels/1"  # how wheels become a tree: in the identity, so a change moves every key
+FOLDER = "toolkits"  # in the store: toolkits/IDENTITY, made by ``compile.toolkit``, kept or removed by gc
 
 
 def identity(sha256s: Iterable[str]) -> str:

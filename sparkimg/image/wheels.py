@@ -184,9 +184,10 @@ def _check_members(wheel: Path, infos: Sequence[zipfile.ZipInfo]) -> None:
         raise BuildError(f"wheel {wheel.name}: member {bad[0]!r} is not a clean relative path "
                          f"({len(bad)} such member(s)); nothing was installed from it",
                          hint="rebuild the wheel; a wheel's paths never start with / or hold ..")
-    twice = sorted(name for name, count in Counter(names).items() if count > 1)
+    counted = Counter(names)
+    twice = sorted(name for name, count in counted.items() if count > 1)
     if twice:
-        raise BuildError(f"wheel {wheel.name}: member {twice[0]!r} is in it {Counter(names)[twice[0]]} times "
+        raise BuildError(f"wheel {wheel.name}: member {twice[0]!r} is in it {counted[twice[0]]} times "
                          f"({len(twice)} such member(s)); nothing was installed from it",
                          hint="rebuild the wheel: a zip that names a file twice installs whichever copy a tool "
                          "reads last")

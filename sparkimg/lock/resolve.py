@@ -92,8 +92,9 @@ class Lock:
         return self.model.source_date_epoch
 
 
-def native_platform() -> str:
-    return emulation.native()
+def spec_platform(spec: Spec) -> str:
+    """The platform ``spec`` builds for: its own, or this machine's for ``native``."""
+    return spec.platform if spec.platform != "native" else emulation.native()
 
 
 def resolve(
@@ -114,7 +115,7 @@ def resolve(
                         hint=f"name one of: {', '.join(sorted(known - {'all'}))}")
     everything = "all" in update
     old = previous.model if previous else None
-    platform = spec.platform if spec.platform != "native" else native_platform()
+    platform = spec_platform(spec)
     check_toolkit(spec, platform)  # local and cheap: before any network
     if not (emulated := emulation.verdict(platform)).ok:  # a lock runs nothing of the platform; a build will
         report(Event(Phase.RESOLVE, f"{platform}: {emulated.detail}; a build here will fail until then: "
@@ -460,7 +461,7 @@ def check_toolkit(spec: Spec, platform: str | None = None) -> Path | None:
     for ``cuda: base``. Reads 20 bytes; ``check`` runs it with or without a lock."""
     if spec.toolchain.cuda != "host" or spec.toolchain.path is None:
         return None
-    platform = platform or (spec.platform if spec.platform != "native" else native_platform())
+    platform = platform or spec_platform(spec)
     nvcc = (Path(spec.toolchain.path) / "bin" / "nvcc").resolve()
     if not nvcc.is_file():
         raise ResolveError(f"{spec.path.name}: toolchain.path: {nvcc} not found",

@@ -12,7 +12,7 @@ from sparkimg.distribution.compression import Compressor
 from sparkimg.distribution.push import Pushed, PushedIndex, push_built, push_index
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
-from sparkimg.pipeline.context import stored_image
+from sparkimg.pipeline.context import Stored, stored_image
 from sparkimg.plan.keys import image_ref
 from sparkimg.receipts.emit import receipt_path
 from sparkimg.store.content import Store
@@ -23,7 +23,13 @@ def pushed(spec_path: Path, store: Store, target: str, tags: Sequence[str], *, r
     """The spec's image to ``target`` (REGISTRY/REPO), tagged ``YYYYMMDD-KEY12`` (the date of the
     lock's source epoch) and ``tags``; its receipt (``receipt``, else where ``build`` wrote it,
     which may be absent) goes beside it."""
-    spec, the_store, lock, key, record = stored_image(spec_path, store, report)
+    return _pushed(stored_image(spec_path, store, report), target, tags, receipt=receipt, compression=compression,
+                   threads=threads, report=report)
+
+
+def _pushed(stored: Stored, target: str, tags: Sequence[str], *, receipt: Path | None,
+            compression: Compressor | None, threads: int, report: Reporter) -> Pushed:
+    spec, the_store, lock, key, record = stored
     dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
     return push_built(record, lock, the_store, target, [dated, *tags], receipt or receipt_path(spec, key),
                       image_ref(spec, key), receipt_required=receipt is not None, compression=compression,
@@ -35,17 +41,18 @@ def pushed_platforms(spec_paths: Sequence[Path], store: Store, target: str, tags
                      report: Reporter = silent) -> PushedIndex:
     """One image per spec (each built for its own platform) to ``target`` with its own receipt and
     SBOM and its dated tag, then an image index of all under ``tags`` (``receipt``: the first
-    spec's, if not where ``build`` wrote it)."""
-    platforms = [stored_image(spec_path, store, silent).lock.platform for spec_path in spec_paths]
+    spec's, if not where ``build`` wrote it). Two specs for one platform are refused before
+    anything is sent."""
+    images = [stored_image(spec_path, store, report) for spec_path in spec_paths]
+    platforms = [stored.lock.platform for stored in images]
     twice = sorted({p for p in platforms if platforms.count(p) > 1})
-    if twice:  # before anything is sent
+    if twice:
         raise UsageError(f"push: two of the specs are for {twice[0]}; an index holds one image per platform",
                          hint="give one spec per platform (the spec and each --with)")
-    images: list[tuple[str, Pushed]] = []
-    for number, (spec_path, platform) in enumerate(zip(spec_paths, platforms, strict=True)):
-        images.append((platform, pushed(spec_path, store, target, (), receipt=receipt if number == 0 else None,
-                                        compression=compression, threads=threads, report=report)))
-    return push_index(images, target, tags, report=report)
+    done = [(stored.lock.platform, _pushed(stored, target, (), receipt=receipt if number == 0 else None,
+                                           compression=compression, threads=threads, report=report))
+            for number, stored in enumerate(images)]
+    return push_index(done, target, tags, report=report)
 
 
 def saved(spec_path: Path, store: Store, output: Path, *, receipt: Path | None, tag: str | None,

@@ -19,6 +19,7 @@ from sparkimg._internal.suggest import closest
 from sparkimg._internal.units import parse_size
 from sparkimg.formats.archs import ARCH_TEXT, dotted_arch
 from sparkimg.formats.paths import NAME, clean_absolute
+from sparkimg.formats.scheme import canonical_name
 from sparkimg.prewarm.catalogue import DOTTED_GENERATOR, GENERATORS
 from sparkimg.spec.checker import PLACEHOLDER, Checker, KeyPath, type_name
 from sparkimg.spec.model import (
@@ -306,7 +307,8 @@ def _toolkit_wheels(value: dict[str, Any], c: Checker, sources: dict[str, Source
     if len(set(names)) != len(names):
         c.problem(path, "names a source twice; list each once")
         ok = False
-    if ok and not any(sources[n].package.lower().replace("_", "-") == TOOLKIT_NVCC for n in names):  # type: ignore[union-attr]
+    packages = {canonical_name(s.package) for n in names if isinstance(s := sources.get(n), PypiSource)}
+    if ok and TOOLKIT_NVCC not in packages:
         c.problem(path, f"holds no {TOOLKIT_NVCC}: nvcc must be one of the toolkit's wheels")
         ok = False
     return Toolchain("wheels", None, tuple(names)) if ok else None
@@ -494,7 +496,7 @@ def _compiler_cache(value: Any, path: KeyPath, c: Checker, sources: dict[str, So
     c.keys(entry, COMPILER_CACHE_KEYS, path)
     name = c.string(entry, "source", path, required=True, hint=f"e.g. {example}") or ""
     source = sources.get(name)
-    package = source.package.lower().replace("_", "-") if isinstance(source, PypiSource) else None
+    package = canonical_name(source.package) if isinstance(source, PypiSource) else None
     ok = source is not None and package in COMPILER_CACHES and not (isinstance(source, PypiSource)
                                                                     and source.dist == "sdist")
     if not ok and name:

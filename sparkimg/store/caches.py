@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +70,5 @@ def remove(store: Store, path: Path) -> bool:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        gone = store.temp_dir("compiler-cache-gone.") / path.name
-        path.rename(gone)
-    shutil.rmtree(gone, ignore_errors=True)
+        store.discard(path, "compiler-cache")
     return True

@@ -201,6 +201,14 @@ class Store:
         self._leases.append(handle)
         return folder
 
+    def discard(self, folder: Path, what: str) -> None:
+        """Remove a folder of the store by one rename into a leased work folder, then delete it
+        there: a kill -9 leaves the whole folder in place, or a work folder the sweep removes,
+        never half of it where a reader looks."""
+        gone = self.temp_dir(f"{what}-gone.") / folder.name
+        folder.rename(gone)
+        shutil.rmtree(gone, ignore_errors=True)
+
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """An exclusive lock shared by all sparkimg processes on this store."""
         return flock(self.root / "tmp" / f"{name}.lock")

@@ -33,13 +33,13 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sparkimg.formats.canonical import loads
+from sparkimg.formats.toolkit import FOLDER as TOOLKITS
 from sparkimg.store import caches
 from sparkimg.store.content import Store
 from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
@@ -233,7 +233,7 @@ def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> 
         else:
             doomed.append(d)
     # An unpacked toolkit is live while a live lock names its identity (the toolchain pin does).
-    toolkits = store.root / "toolkits"
+    toolkits = store.root / TOOLKITS
     for path in sorted(toolkits.iterdir()) if toolkits.is_dir() else ():
         if path.name not in live and (d := _doomed(path, TOOLKIT)) is not None and not young(d):
             doomed.append(replace(d, size=caches.size(path)))
@@ -265,10 +265,8 @@ def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None
                 if d.kind == CACHE:
                     if not caches.remove(store, d.path):
                         found.removed.remove(d)  # a build uses it now: kept
-                elif d.kind == TOOLKIT:  # one rename, then the sweep's work: never half a tree in place
-                    gone = store.temp_dir("toolkit-gone.") / d.path.name
-                    d.path.rename(gone)
-                    shutil.rmtree(gone, ignore_errors=True)
+                elif d.kind == TOOLKIT:
+                    store.discard(d.path, "toolkit")
                 else:
                     d.path.unlink(missing_ok=True)
     return found
