@@ -297,28 +297,36 @@ def _platform_given(platform: str | None) -> None:
 
 
 def save(source: Path, output: Path, *, without_base: bool = False, receipt: Path | None = None,
-         tag: str | None = None, store: Path | None = None, report: Reporter = silent) -> Saved:
+         tag: str | None = None, store: Path | None = None, also: Sequence[Path] = (),
+         report: Reporter = silent) -> Saved:
     """Write the image a SPEC built (or a RECEIPT names) and its receipt to ``output``: an OCI image
     layout with Docker's ``manifest.json``, which ``docker load``, ``podman load`` and
-    ``sparkimg load`` take. ``without_base`` leaves the base's layers out."""
+    ``sparkimg load`` take. ``without_base`` leaves the base's layers out; ``also``: other
+    platforms' specs, each image with its own receipt (``sparkimg load --platform`` picks one)."""
     from sparkimg.distribution.archive import save_receipted
     from sparkimg.pipeline.ship import saved
 
     if source.suffix == ".json":
+        if also:
+            raise UsageError("save: --with goes with a SPEC, not a receipt", hint="save SPEC --with OTHER_SPEC -o FILE")
         return save_receipted(source, _store(store), output, tag=tag, without_base=without_base, report=report)
-    return saved(source, _store(store), output, receipt=receipt, tag=tag, without_base=without_base, report=report)
+    return saved([source, *also], _store(store), output, receipt=receipt, tag=tag, without_base=without_base,
+                 report=report)
 
 
 def load_archive(path: Path, key: Path, *, recipe: Path | None = None, tag: str | None = None,
-                 receipt_out: Path | None = None, store: Path | None = None, report: Reporter = silent) -> Loaded:
-    """Verify the receipt in the archive at ``path`` with the public ``key``, then load it and tag it."""
+                 receipt_out: Path | None = None, store: Path | None = None, platform: str | None = None,
+                 report: Reporter = silent) -> Loaded:
+    """Verify the receipt in the archive at ``path`` with the public ``key``, then load it and tag
+    it: the image for ``platform`` (default: this machine's)."""
     from sparkimg.distribution.archive import load_archive as load_file
     from sparkimg.signing.keys import load_public
 
+    _platform_given(platform)
     trusted = load_public(key)
     the_store = _store(store)
     return load_file(path, trusted, _engine(the_store), the_store, recipe=recipe, tag=tag, receipt_out=receipt_out,
-                     report=report)
+                     platform=platform, report=report)
 
 
 # -- keys, patches, receipts -----------------------------------------------------------
@@ -371,6 +379,7 @@ def verify_node(request: NodeRequest, *, store: Path | None = None) -> ReceiptRe
     patch files, and the prewarmed cache (its quick check: signature, image, sizes)."""
     from sparkimg.receipts.node import verify_node as verified
 
+    _platform_given(request.platform)
     return verified(request, _engine(_store(store)))
 
 
@@ -382,12 +391,15 @@ def show_receipt(receipt: Path, key: Path | None = None) -> Shown:
     return shown(receipt, load_public(key) if key else None)
 
 
-def run_args(receipt: Path, root: Path, key: Path | None = None, cache: Path | None = None) -> RunArgs:
-    """The ``docker run`` arguments a receipt implies: read-only patch mounts and a warmed cache."""
+def run_args(receipt: Path, root: Path, key: Path | None = None, cache: Path | None = None,
+             platform: str | None = None) -> RunArgs:
+    """The ``docker run`` arguments a receipt implies: read-only patch mounts and a warmed cache;
+    the receipt must be for ``platform`` (default: this machine's)."""
     from sparkimg.receipts.runargs import run_args as receipt_args
     from sparkimg.signing.keys import load_public
 
-    return receipt_args(receipt, root, load_public(key) if key else None, cache)
+    _platform_given(platform)
+    return receipt_args(receipt, root, load_public(key) if key else None, cache, platform)
 
 
 # -- prewarm ----------------------------------------------------------------------------

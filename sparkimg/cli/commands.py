@@ -213,7 +213,8 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_node(args: argparse.Namespace) -> int:
-    request = api.NodeRequest(args.receipt, args.key, args.recipe, args.patches, args.cache, args.sbom)
+    request = api.NodeRequest(args.receipt, args.key, args.recipe, args.patches, args.cache, args.sbom,
+                              args.platform)
     return _show_verified(args, "verify-node", api.verify_node(request, store=args.store))
 
 
@@ -272,7 +273,7 @@ def _layer_row(name: str, notes: Mapping[str, Any]) -> list[render.Cell]:
 
 
 def cmd_run_args(args: argparse.Namespace) -> int:
-    result = api.run_args(args.receipt, args.root, args.key, args.cache)
+    result = api.run_args(args.receipt, args.root, args.key, args.cache, args.platform)
     if not _emit(args, result.to_json()):
         print(shlex.join(result.args()))
     return 0
@@ -366,17 +367,19 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_save(args: argparse.Namespace) -> int:
     saved = api.save(args.source, args.output, without_base=args.without_base, receipt=args.receipt, tag=args.tag,
-                     store=args.store, report=_reporter(args))
+                     store=args.store, also=args.also, report=_reporter(args))
     if not _emit(args, saved.to_json()):
-        left = f", {len(saved.left_out)} base layer(s) left out" if saved.left_out else ""
-        render.line(f"saved {saved.name} ({saved.manifest_digest}) to {saved.path}: {len(saved.layers)} layer(s)"
-                    f"{left}, {format_size(saved.size)}")
+        for image in saved.images:
+            left = f", {len(image.left_out)} base layer(s) left out" if image.left_out else ""
+            render.line(f"saved {image.name} ({image.platform}, {image.manifest_digest}) to {saved.path}: "
+                        f"{len(image.layers)} layer(s){left}")
+        render.line(f"{saved.path}: {format_size(saved.size)}")
     return 0
 
 
 def cmd_load(args: argparse.Namespace) -> int:
     loaded = api.load_archive(args.archive, args.key, recipe=args.recipe, tag=args.tag, receipt_out=args.receipt_out,
-                              store=args.store, report=_reporter(args))
+                              store=args.store, platform=args.platform, report=_reporter(args))
     if not _emit(args, loaded.to_json()):
         render.line(f"loaded {loaded.reference}: manifest {loaded.manifest_digest}, config {loaded.config_digest}, "
                     f"{loaded.sent} of {len(loaded.diff_ids)} layer(s) sent; receipt verified "

@@ -135,9 +135,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--recipe", type=Path, help="a serving recipe the receipt must match")
     p.add_argument("--receipt-out", type=Path, metavar="FILE",
                    help="keep the receipt that verified here (for verify-node and run-args)")
-    p.add_argument("--platform", metavar="OS/ARCH",
-                   help="from a tag that holds several platforms (push --with), this one's image and receipt "
-                   "(default: this machine's, e.g. linux/arm64 on a GB10)")
+    _platform(p, "from a tag that holds several platforms (push --with), this one's image and receipt; "
+              "an image of another platform is refused")
     p = command("save", "write the built image and its receipt to one file (an OCI image layout with "
                 "docker's manifest.json): `docker load`, `podman load` and `sparkimg load` take it", spec=False)
     p.add_argument("source", type=Path, metavar="SPEC|RECEIPT",
@@ -148,6 +147,9 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--receipt", type=Path, help="the receipt to put in it (default: the one `build` wrote)")
     p.add_argument("--tag", metavar="REPO:TAG", help="the name `docker load` gives it (default: the receipt's image "
                    "reference; `sparkimg load` always names it as the receipt does, or as its own --tag says)")
+    p.add_argument("--with", dest="also", action="append", type=Path, default=[], metavar="SPEC",
+                   help="another platform's spec, built: its image goes in the file too, with its own receipt "
+                   "(`sparkimg load --platform` picks one; `docker load` loads all, the first tagged; repeatable)")
     p = command("load", "verify the receipt in an archive `sparkimg save` wrote (key, recipe, subject), then "
                 "load the image into this engine and tag it; a receipt that does not verify loads nothing",
                 spec=False)
@@ -158,6 +160,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    "names; the archive's own names are not signed and not used)")
     p.add_argument("--receipt-out", type=Path, metavar="FILE",
                    help="keep the receipt that verified here (for verify-node and run-args)")
+    _platform(p, "from an archive of several platforms (save --with), this one's image and receipt; an image of "
+              "another platform is refused")
     p = command("build", "build the image: fetch, bounded compiles, assembly")
     p.add_argument("--memory", type=_size, help="memory bound per compile container (overrides the spec)")
     p.add_argument("--cpus", type=float, help="CPU bound per compile container")
@@ -193,6 +197,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, metavar="DIR", help="the prewarmed FlashInfer cache")
     p.add_argument("--sbom", type=Path, metavar="FILE", help="the SBOM the receipt names (default: NAME.sbom.json "
                    "beside the receipt, checked when it is there)")
+    _platform(p, "the platform the receipt's image must be for")
     p = command("verify-receipt", "check a signed receipt against the key, a recipe, the image and the patch "
                 "files; exit 0 ok, 1 mismatch, 2 bad input", spec=False)
     p.add_argument("receipt", type=Path, metavar="RECEIPT")
@@ -215,6 +220,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--key", type=Path, metavar="PUB", help="refuse unless the receipt is signed by this key")
     p.add_argument("--cache", type=Path, metavar="DIR", help="a prewarmed FlashInfer cache for this image: "
                    "mount it read-only and set the environment it was compiled with")
+    _platform(p, "the platform the receipt's image must be for (another than this machine's adds "
+              "`--platform` to the arguments: it runs under emulation)")
     p = command("prewarm", "compile the FlashInfer JIT modules an image needs into a cache folder, with a signed "
                 "manifest; or --list them, or --verify a cache (exit 0 ok, 1 mismatch, 2 bad input)", spec=False)
     which = p.add_mutually_exclusive_group(required=True)
@@ -297,3 +304,7 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 16g or 512m") from None
 
 
+
+
+def _platform(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--platform", metavar="OS/ARCH", help=f"{what} (default: this machine's, linux/arm64 on a GB10)")

@@ -26,6 +26,7 @@ import os
 import re
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -52,22 +53,58 @@ MAX_MEMBERS = 4096  # a saved image has a few dozen
 
 
 @dataclass(frozen=True)
-class Saved:
-    path: Path
+class SavedImage:
+    """One image in an archive: its name, platform, manifest, config, receipt and SBOM artifacts
+    and the layers the file holds of it."""
+
     name: str
+    platform: str
     manifest_digest: str
     config_digest: str
     receipt: str  # the receipt artifact's digest
     sbom: str | None  # the SBOM artifact's digest, when the file carries one
     layers: tuple[str, ...]  # in the file
     left_out: tuple[str, ...]  # the base's, with --without-base
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "platform": self.platform, "manifest": self.manifest_digest,
+                "config": self.config_digest, "receipt": self.receipt, "sbom": self.sbom, "layers": list(self.layers),
+                "left_out": list(self.left_out)}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The file ``save`` wrote: its images (one, or one per platform), size and sha256."""
+
+    path: Path
+    images: tuple[SavedImage, ...]
     size: int
     sha256: str
 
+    @property
+    def first(self) -> SavedImage:
+        """The spec's image (``--with``'s follow it)."""
+        return self.images[0]
+
     def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "name": self.name, "manifest": self.manifest_digest,
-                "config": self.config_digest, "receipt": self.receipt, "sbom": self.sbom, "layers": list(self.layers),
-                "left_out": list(self.left_out), "size": self.size, "sha256": f"sha256:{self.sha256}"}
+        # The first image's fields at the top, as a one-image archive has always said them.
+        found = {"path": str(self.path), **self.first.to_json(), "size": self.size, "sha256": f"sha256:{self.sha256}"}
+        if len(self.images) > 1:
+            found["platforms"] = {image.platform: image.to_json() for image in self.images}
+        return found
+
+
+@dataclass(frozen=True)
+class ToSave:
+    """An image ``save`` writes: the store's record of it, its base, its receipt and SBOM
+    (DSSE envelopes) and the name ``docker load`` gives it."""
+
+    record: oci.ImageRecord
+    base: oci.BaseImage
+    base_repository: str
+    receipt: bytes
+    sbom: bytes | None
+    name: str
 
 
 def layers_in_store(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store,
@@ -96,8 +133,15 @@ def save_built(record: oci.ImageRecord, store: Store, receipt: Path, image: str,
                tag: str | None = None, without_base: bool = False, report: Reporter = silent) -> Saved:
     """Save the image ``image`` the store built (``record``) as ``tag`` (default: ``image``) with
     its receipt (``receipt``, refused when it is another image's or absent: the archive carries
-    one) and the SBOM beside it (``attached``); the base's manifest and config come from the store
-    (``sparkimg fetch`` puts them there)."""
+    one) and the SBOM beside it."""
+    return save(store, [to_save(record, store, receipt, image, tag=tag, report=report)], target,
+                without_base=without_base, report=report)
+
+
+def to_save(record: oci.ImageRecord, store: Store, receipt: Path, image: str, *, tag: str | None = None,
+            report: Reporter = silent) -> ToSave:
+    """What ``save`` needs of a built image: its receipt and the SBOM beside it (``attached``), its
+    base's manifest and config from the store (``sparkimg fetch`` puts them there)."""
     attached = attachments(receipt, record, image, required=True, phase=Phase.SAVE, report=report)
     assert attached.receipt is not None and attached.statement is not None
     found = facts(attached.statement)
@@ -107,8 +151,7 @@ def save_built(record: oci.ImageRecord, store: Store, receipt: Path, image: str,
         raise UsageError(f"{receipt}: the store lacks the base's manifest or config", hint="run `sparkimg fetch` first")
     base = oci.BaseImage(base_manifest.read_bytes(), store.blob(hex_of(base_config)).read_bytes())
     base_repository = split_reference(str(found.get("base.reference") or ""))[0]
-    return save(record, base, base_repository, store, attached.receipt, tag or image, target,
-                without_base=without_base, sbom=attached.sbom, report=report)
+    return ToSave(record, base, base_repository, attached.receipt, attached.sbom, tag or image)
 
 
 def save_receipted(receipt: Path, store: Store, target: Path, *, tag: str | None = None, without_base: bool = False,
@@ -131,45 +174,61 @@ def save_receipted(receipt: Path, store: Store, target: Path, *, tag: str | None
                       without_base=without_base, report=report)
 
 
-def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, store: Store, receipt: bytes,
-         name: str, target: Path, *, without_base: bool = False, sbom: bytes | None = None,
+def save(store: Store, images: Sequence[ToSave], target: Path, *, without_base: bool = False,
          report: Reporter = silent) -> Saved:
-    """Write ``record`` (with its base's layers unless ``without_base``), ``receipt`` and ``sbom``
-    (DSSE envelopes, each in an artifact whose subject is the image) to ``target``."""
-    if not name or "@" in name:
-        raise UsageError(f"{target}: no name to load the image as ({name!r})", hint="pass --tag REPO:TAG")
+    """Write ``images`` (one, or one per platform; each with its base's layers unless
+    ``without_base``, its receipt and SBOM in artifacts whose subject is the image) to ``target``.
+    ``docker load`` tags the first with its name and loads the others untagged; ``sparkimg load``
+    picks one by platform."""
     from sparkimg.image.layer import Entry, write_tar
 
-    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
-    config = store.blob(hex_of(record.config_digest)).read_bytes()
-    base_layers = [d.digest for d in base.layers]
-    layers = layers_in_store(record, base, base_repository, store, report, with_base=not without_base)
-    subject = oci.Descriptor(record.media_type, record.manifest_digest, len(manifest))
-    artifact = oci.receipt_artifact(subject, receipt)
-    described = oci.receipt_artifact(subject, sbom, oci.SBOM_ARTIFACT) if sbom is not None else None
-    documents = {sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, receipt, artifact,
-                                                 *((sbom, described) if sbom and described else ()))}
-    platform = oci.BaseImage(manifest, config).config_json  # the image's own word for its platform
-    index = oci.layout_index(subject, name, sha256_prefixed(artifact),
-                             sha256_prefixed(described) if described is not None else None,
-                             platform=f"{platform.get('os', 'linux')}/{platform.get('architecture', 'unknown')}")
-    entries = [
+    documents: dict[str, bytes] = {}
+    layers: list[str] = []
+    entries: list[oci.LayoutEntry] = []
+    docker: list[tuple[str, list[str], list[str]]] = []
+    saved: list[SavedImage] = []
+    created: list[object] = []
+    for number, image in enumerate(images):
+        if not image.name or "@" in image.name:
+            raise UsageError(f"{target}: no name to load the image as ({image.name!r})", hint="pass --tag REPO:TAG")
+        record = image.record
+        manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
+        config = store.blob(hex_of(record.config_digest)).read_bytes()
+        base_layers = [d.digest for d in image.base.layers]
+        mine = layers_in_store(record, image.base, image.base_repository, store, report, with_base=not without_base)
+        subject = oci.Descriptor(record.media_type, record.manifest_digest, len(manifest))
+        artifact = oci.receipt_artifact(subject, image.receipt)
+        described = oci.receipt_artifact(subject, image.sbom, oci.SBOM_ARTIFACT) if image.sbom is not None else None
+        documents.update({sha256_prefixed(b): b for b in (manifest, config, oci.EMPTY, image.receipt, artifact,
+                                                          *((image.sbom, described) if described else ()))})
+        found = oci.BaseImage(manifest, config).config_json  # the image's own word for its platform
+        platform = f"{found.get('os', 'linux')}/{found.get('architecture', 'unknown')}"
+        created.append(found["created"])
+        entry = oci.LayoutEntry(subject, image.name, sha256_prefixed(artifact),
+                                sha256_prefixed(described) if described is not None else None, platform)
+        entries.append(entry)
+        docker.append((record.config_digest, [image.name] if number == 0 else [],
+                       [*base_layers, *(layer.descriptor.digest for layer in record.layers)]))
+        layers.extend(mine)
+        saved.append(SavedImage(image.name, platform, record.manifest_digest, record.config_digest, entry.receipt,
+                                entry.sbom, tuple(dict.fromkeys(mine)), tuple(base_layers) if without_base else ()))
+    files = [
         Entry("oci-layout", "file", data=oci.OCI_LAYOUT),
-        Entry("index.json", "file", data=index),
-        Entry("manifest.json", "file", data=oci.docker_archive_manifest(
-            record.config_digest, [name], [*base_layers, *(layer.descriptor.digest for layer in record.layers)])),
+        Entry("index.json", "file", data=oci.layout_index(entries)),
+        Entry("manifest.json", "file", data=oci.docker_archive_manifest(docker)),
         Entry("blobs", "dir", 0o755),
         Entry("blobs/sha256", "dir", 0o755),
         *(Entry(oci.blob_path(d), "file", data=b) for d, b in documents.items()),
         *(Entry(oci.blob_path(d), "file", source=store.blob(hex_of(d))) for d in dict.fromkeys(layers)),
     ]
-    epoch = int(datetime.fromisoformat(str(oci.BaseImage(manifest, config).config_json["created"])).timestamp())
+    # Members dated by the first image's ``created``: the file is a function of its images.
+    epoch = int(datetime.fromisoformat(str(created[0])).timestamp())
     target = target.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write_tar(entries, epoch, Path(temp))
+        write_tar(files, epoch, Path(temp))
         with open(temp, "rb") as written:
             os.fsync(written.fileno())
         os.chmod(temp, 0o644)
@@ -179,13 +238,12 @@ def save(record: oci.ImageRecord, base: oci.BaseImage, base_repository: str, sto
         raise
     fsync_dir(target.parent)
     digest = _sha256(target)
-    left_out = tuple(base_layers) if without_base else ()
-    report(Event(Phase.SAVE, f"saved {name} ({record.manifest_digest[:19]}) to {target}: {len(layers)} layer(s)"
-                 + (f", {len(left_out)} base layer(s) left out" if left_out else ""), kind=Kind.DONE,
-                 figures={"bytes": target.stat().st_size}))
-    return Saved(target, name, record.manifest_digest, record.config_digest, sha256_prefixed(artifact),
-                 sha256_prefixed(described) if described is not None else None,
-                 tuple(dict.fromkeys(layers)), left_out, target.stat().st_size, digest)
+    for one in saved:
+        report(Event(Phase.SAVE, f"saved {one.name} ({one.platform}, {one.manifest_digest[:19]}) to {target}: "
+                     f"{len(one.layers)} layer(s)" + (f", {len(one.left_out)} base layer(s) left out"
+                                                       if one.left_out else ""), kind=Kind.DONE,
+                     figures={"bytes": target.stat().st_size}))
+    return Saved(target, tuple(saved), target.stat().st_size, digest)
 
 
 @dataclass(frozen=True)
@@ -206,12 +264,15 @@ class Loaded:
 
 
 def load_archive(path: Path, key: PublicKey, engine: Engine, store: Store, *, recipe: Path | None = None,
-         tag: str | None = None, receipt_out: Path | None = None, report: Reporter = silent) -> Loaded:
+                 tag: str | None = None, receipt_out: Path | None = None, platform: str | None = None,
+                 report: Reporter = silent) -> Loaded:
     """Verify the receipt in the archive at ``path``, then load the image and tag it (``tag``, else
-    the name the archive gives)."""
+    the name the archive gives): its image for ``platform`` (default: this machine's), which an
+    image of another platform is refused for."""
     work = store.temp_dir("archive.")
     try:
-        return _load(path, key, engine, store, work, recipe=recipe, tag=tag, receipt_out=receipt_out, report=report)
+        return _load(path, key, engine, store, work, recipe=recipe, tag=tag, receipt_out=receipt_out,
+                     platform=platform, report=report)
     finally:
         import shutil
 
@@ -219,10 +280,13 @@ def load_archive(path: Path, key: PublicKey, engine: Engine, store: Store, *, re
 
 
 def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, *, recipe: Path | None,
-          tag: str | None, receipt_out: Path | None, report: Reporter) -> Loaded:
+          tag: str | None, receipt_out: Path | None, platform: str | None, report: Reporter) -> Loaded:
+    from sparkimg._internal.emulation import native
+
+    wanted = platform or native()
     files = _unpack(path, work)
     try:
-        entry = oci.LayoutEntry.parse(files["index.json"].read_bytes())
+        entry = oci.LayoutEntry.parse(files["index.json"].read_bytes(), wanted)
         manifest = _blob(files, entry.manifest.digest, "the image manifest")
         envelope_descriptor = oci.receipt_layer(_blob(files, entry.receipt, "the receipt artifact"),
                                                 entry.manifest.digest)
@@ -232,12 +296,17 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
         config = _blob(files, config_digest, "the image config")
         image = oci.BaseImage(manifest, config)
         layers, diff_ids = [d.digest for d in image.layers], image.diff_ids
-        config_path, _names, layer_paths = oci.docker_archive_layers(files["manifest.json"].read_bytes())
+        docker = oci.docker_archive_layers(files["manifest.json"].read_bytes())
     except FetchError as exc:
         raise LoadRefused(f"{path}: {exc.message}", hint=exc.hint) from None
     if len(layers) != len(diff_ids):
         raise LoadRefused(f"{path}: the manifest has {len(layers)} layers, the config {len(diff_ids)} diff_ids")
-    if config_path != oci.blob_path(config_digest) or layer_paths != [oci.blob_path(d) for d in layers]:
+    held = f"{image.config_json.get('os', '?')}/{image.config_json.get('architecture', '?')}"
+    if held != wanted:
+        raise LoadRefused(f"{path}: the image is for {held}, not {wanted}" + ("" if platform else " (this machine's)"),
+                          hint=f"pass --platform {held} to load it here anyway (it runs under emulation)"
+                          if platform is None else "leave --platform out, or load an archive of that platform")
+    if (oci.blob_path(config_digest), [oci.blob_path(d) for d in layers]) not in [(c, ls) for c, _, ls in docker]:
         raise LoadRefused(f"{path}: manifest.json (what `docker load` reads) is not the image the OCI index "
                           f"names ({entry.manifest.digest})")
     signed = _verified(envelope, key, recipe, work, entry.manifest.digest, config_digest, path, report)

@@ -50,7 +50,8 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     ``receipt_out`` keeps the receipt that verified (for ``verify-node`` and ``run-args``), and the
     SBOM that verified beside it (``sbom.attest.sbom_path``). Where ``reference`` is an image index
     (``push --with``: one image per platform), ``platform``'s image is chosen (default: this
-    machine's), and its own receipt is the one verified."""
+    machine's), and its own receipt is the one verified; a one-image tag of another platform is
+    refused."""
     repository, tag, digest = split_reference(reference)
     ref = ImageRef.parse(repository)
     if "/" not in repository or not (tag or digest):
@@ -63,8 +64,8 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     if digest and digest != manifest_digest:
         raise PullRefused(f"{reference}: the registry served a manifest hashing to {manifest_digest}")
     from_index = oci.BaseImage(manifest, b"{}").manifest_json.get("mediaType") in INDEX_TYPES
+    wanted = platform or native()
     if from_index:
-        wanted = platform or native()
         chosen = oci.chosen_manifest(manifest, wanted, reference)
         report(Event(Phase.PULL, f"{reference} is an index; {wanted}: {chosen.digest}"))
         manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{chosen.digest}",
@@ -76,13 +77,15 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     report(Event(Phase.PULL, f"{reference} is {manifest_digest}"))
     # The config a receipt names, asked of the registry once (a compressed push's receipt needs it too).
     config_of = functools.cache(lambda digest: _config(client, repository, manifest, digest))
-    if platform is not None and not from_index:  # one image: it must be of that platform
+    if not from_index:  # one image: it must be of that platform
         config = config_of(str((oci.BaseImage(manifest, b"{}").manifest_json.get("config") or {}).get("digest")))
         found = loads(config) if config is not None else {}
         held = f"{found.get('os', '?')}/{found.get('architecture', '?')}" if isinstance(found, dict) else "?/?"
-        if held != platform:
-            raise PullRefused(f"{reference}: the image is for {held}, not {platform}",
-                              hint="leave --platform out, or pull a tag that holds that platform")
+        if held != wanted:
+            raise PullRefused(f"{reference}: the image is for {held}, not {wanted}" + ("" if platform else
+                                                                                      " (this machine's)"),
+                              hint=f"pass --platform {held} to pull it here anyway (it runs under emulation)"
+                              if platform is None else "leave --platform out, or pull a tag that holds that platform")
     receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, config_of, key, recipe, report)
     sbom = _verified_sbom(client, ref, manifest_digest, envelope, key, report)
     config_digest = str(facts.get("image.id"))

@@ -264,13 +264,14 @@ def built_manifest(manifest: bytes, diff_ids: Sequence[str]) -> bytes | None:
     return encode({**document, "layers": restored}) if changed else None
 
 
-def docker_archive_manifest(config_digest: str, repo_tags: Sequence[str], layer_digests: Sequence[str]) -> bytes:
-    """``manifest.json`` of a ``docker load`` archive whose blobs sit at ``blobs/sha256/HEX``."""
+def docker_archive_manifest(images: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> bytes:
+    """``manifest.json`` of a ``docker load`` archive whose blobs sit at ``blobs/sha256/HEX``:
+    one entry per image, each (its config digest, its repo tags, its layer digests)."""
     return encode_list([{
         "Config": blob_path(config_digest),
         "RepoTags": list(repo_tags),
         "Layers": [blob_path(d) for d in layer_digests],
-    }])
+    } for config_digest, repo_tags, layer_digests in images])
 
 
 def encode_list(items: list[dict[str, Any]]) -> bytes:
@@ -428,50 +429,85 @@ RECEIPT_ANNOTATION = "dev.sparkimg.receipt"  # on the image's index entry: the r
 SBOM_ANNOTATION = "dev.sparkimg.sbom"  # and the SBOM artifact's, when the archive carries one
 
 
-def layout_index(image: Descriptor, name: str, receipt: str, sbom: str | None = None,
-                 platform: str | None = None) -> bytes:
-    """``index.json`` of an archive holding one image (so ``podman load`` and skopeo need no
-    choice) named ``name`` (REPO:TAG), whose receipt artifact (its ``subject`` is the image
-    manifest) sits in the layout's blobs under the digest ``receipt``, and its SBOM artifact
-    under ``sbom``; ``platform`` (``linux/arm64``) is recorded in its descriptor."""
-    tag = name.rpartition(":")[2] if ":" in name.rsplit("/", 1)[-1] else "latest"
-    notes = {CONTAINERD_NAME: name, REF_NAME: tag, RECEIPT_ANNOTATION: receipt}
-    if sbom is not None:
-        notes[SBOM_ANNOTATION] = sbom
-    entry = {**image.to_json(), "annotations": notes}
-    if platform is not None:
-        entry["platform"] = platform_of(platform)
-    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [entry]})
+MAX_LAYOUT_IMAGES = 8  # one per platform: an archive sparkimg writes holds one or two
+
+
+def layout_index(images: Sequence[LayoutEntry]) -> bytes:
+    """``index.json`` of an archive holding ``images``: one (so ``podman load`` and skopeo need no
+    choice), or one per platform (``save --with``). Each entry names its image (REPO:TAG), the
+    digest of its receipt artifact (whose ``subject`` is that image's manifest) and of its SBOM
+    artifact, and records its platform (``linux/arm64``) in its descriptor."""
+    return encode({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [image.to_json() for image in images]})
 
 
 @dataclass(frozen=True)
 class LayoutEntry:
-    """The one image an archive's ``index.json`` lists: its manifest, name, receipt artifact and
-    SBOM artifact (None: the archive carries none)."""
+    """An image an archive's ``index.json`` lists: its manifest, name, receipt artifact, SBOM
+    artifact (None: the archive carries none) and platform (None: not recorded)."""
 
     manifest: Descriptor
     name: str
     receipt: str
     sbom: str | None = None
+    platform: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        tag = self.name.rpartition(":")[2] if ":" in self.name.rsplit("/", 1)[-1] else "latest"
+        notes = {CONTAINERD_NAME: self.name, REF_NAME: tag, RECEIPT_ANNOTATION: self.receipt}
+        if self.sbom is not None:
+            notes[SBOM_ANNOTATION] = self.sbom
+        entry = {**self.manifest.to_json(), "annotations": notes}
+        if self.platform is not None:
+            entry["platform"] = platform_of(self.platform)
+        return entry
 
     @classmethod
-    def parse(cls, index: bytes) -> LayoutEntry:
+    def parse_all(cls, index: bytes) -> list[LayoutEntry]:
+        """Every image ``index.json`` lists; several only when each names a platform of its own."""
         found = _object(index, "index.json").get("manifests")
-        if not isinstance(found, list) or len(found) != 1 or not isinstance(found[0], dict):
-            raise FetchError("index.json: an archive sparkimg reads lists exactly one image")
-        manifest = Descriptor.from_json(found[0], "index.json manifests[0]")
+        if not isinstance(found, list) or not 1 <= len(found) <= MAX_LAYOUT_IMAGES:
+            raise FetchError(f"index.json: an archive sparkimg reads lists 1 to {MAX_LAYOUT_IMAGES} images "
+                             "(one per platform)")
+        entries = [cls._entry(item, f"index.json manifests[{number}]") for number, item in enumerate(found)]
+        platforms = [entry.platform for entry in entries]
+        if len(entries) > 1 and (None in platforms or len(set(platforms)) != len(platforms)):
+            raise FetchError("index.json: an archive with several images must give each its own platform")
+        return entries
+
+    @classmethod
+    def parse(cls, index: bytes, platform: str | None = None) -> LayoutEntry:
+        """The archive's one image, or of several (``save --with``) ``platform``'s; a ``FetchError``
+        naming the platforms it holds when none is."""
+        entries = cls.parse_all(index)
+        if len(entries) == 1:
+            return entries[0]
+        chosen = [entry for entry in entries if entry.platform == platform]
+        if not chosen:
+            held = ", ".join(str(entry.platform) for entry in entries)
+            raise FetchError(f"index.json: no image for {platform or 'no platform'}; the archive holds {held}",
+                             hint="pass --platform with one of those")
+        return chosen[0]
+
+    @classmethod
+    def _entry(cls, item: Any, where: str) -> LayoutEntry:
+        if not isinstance(item, dict):
+            raise FetchError(f"{where}: not a JSON object")
+        manifest = Descriptor.from_json(item, where)
         if manifest.media_type not in FAMILIES:
-            raise FetchError(f"index.json: {manifest.media_type!r} is not an image manifest")
-        notes = found[0].get("annotations")
+            raise FetchError(f"{where}: {manifest.media_type!r} is not an image manifest")
+        notes = item.get("annotations")
         notes = notes if isinstance(notes, dict) else {}
         name, receipt = notes.get(CONTAINERD_NAME), notes.get(RECEIPT_ANNOTATION)
         if not isinstance(receipt, str) or not _DIGEST.match(receipt):
-            raise FetchError(f"index.json: no {RECEIPT_ANNOTATION} annotation: the archive carries no receipt",
+            raise FetchError(f"{where}: no {RECEIPT_ANNOTATION} annotation: the archive carries no receipt",
                              hint="write the archive with `sparkimg save`, which puts the receipt in it")
         sbom = notes.get(SBOM_ANNOTATION)
         if sbom is not None and not (isinstance(sbom, str) and _DIGEST.match(sbom)):
-            raise FetchError(f"index.json: the {SBOM_ANNOTATION} annotation is not a sha256 digest")
-        return cls(manifest, name if isinstance(name, str) else "", receipt, sbom)
+            raise FetchError(f"{where}: the {SBOM_ANNOTATION} annotation is not a sha256 digest")
+        found = item.get("platform")
+        platform = (f"{found.get('os')}/{found.get('architecture')}" if isinstance(found, dict)
+                    and isinstance(found.get("os"), str) and isinstance(found.get("architecture"), str) else None)
+        return cls(manifest, name if isinstance(name, str) else "", receipt, sbom, platform)
 
 
 RECEIPT_MAX = 16 << 20  # bytes of a DSSE receipt (a few KiB) or SBOM (under 1 MiB for a serving image)
@@ -493,14 +529,19 @@ def receipt_layer(artifact: bytes, subject: str, artifact_type: str = RECEIPT_AR
     return layer
 
 
-def docker_archive_layers(manifest_json: bytes) -> tuple[str, list[str], list[str]]:
-    """A ``docker load`` archive's one entry: (its config path, its repo tags, its layer paths)."""
+def docker_archive_layers(manifest_json: bytes) -> list[tuple[str, list[str], list[str]]]:
+    """A ``docker load`` archive's entries: each (its config path, its repo tags, its layer paths)."""
     try:
         found = loads(manifest_json)
     except ValueError as exc:
         raise FetchError(f"manifest.json: not JSON ({exc})") from None
-    entry = found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None
-    if entry is None or not isinstance(entry.get("Config"), str) or not isinstance(entry.get("Layers"), list):
-        raise FetchError("manifest.json: an archive sparkimg reads holds exactly one image")
-    tags = entry.get("RepoTags") or []
-    return entry["Config"], [str(t) for t in tags], [str(p) for p in entry["Layers"]]
+    if not isinstance(found, list) or not 1 <= len(found) <= MAX_LAYOUT_IMAGES:
+        raise FetchError(f"manifest.json: an archive sparkimg reads holds 1 to {MAX_LAYOUT_IMAGES} images")
+    entries = []
+    for entry in found:
+        if not isinstance(entry, dict) or not isinstance(entry.get("Config"), str) \
+                or not isinstance(entry.get("Layers"), list):
+            raise FetchError("manifest.json: an entry without a Config path and a Layers list")
+        tags = entry.get("RepoTags") or []
+        entries.append((entry["Config"], [str(t) for t in tags], [str(p) for p in entry["Layers"]]))
+    return entries

@@ -132,7 +132,7 @@ def send(engine: Engine, store: Store, *, config: Path, config_digest: str, laye
         archive = work / "image.tar"
         count = 0
         with tarfile.open(archive, "w") as out:
-            _add(out, "manifest.json", oci.docker_archive_manifest(config_digest, repo_tags, layers))
+            _add(out, "manifest.json", oci.docker_archive_manifest([(config_digest, repo_tags, layers)]))
             out.add(config, oci.blob_path(config_digest))
             for digest in dict.fromkeys(layers):
                 found = blob(digest)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sparkimg.distribution.archive import Saved, save_built
+from sparkimg.distribution.archive import Saved, save, to_save
 from sparkimg.distribution.compression import Compressor
 from sparkimg.distribution.push import Pushed, PushedIndex, push_built, push_index
 from sparkimg.errors import UsageError
@@ -43,21 +43,33 @@ def pushed_platforms(spec_paths: Sequence[Path], store: Store, target: str, tags
     SBOM and its dated tag, then an image index of all under ``tags`` (``receipt``: the first
     spec's, if not where ``build`` wrote it). Two specs for one platform are refused before
     anything is sent."""
-    images = [stored_image(spec_path, store, report) for spec_path in spec_paths]
-    platforms = [stored.lock.platform for stored in images]
-    twice = sorted({p for p in platforms if platforms.count(p) > 1})
-    if twice:
-        raise UsageError(f"push: two of the specs are for {twice[0]}; an index holds one image per platform",
-                         hint="give one spec per platform (the spec and each --with)")
+    images = _one_per_platform(spec_paths, store, "push", report)
     done = [(stored.lock.platform, _pushed(stored, target, (), receipt=receipt if number == 0 else None,
                                            compression=compression, threads=threads, report=report))
             for number, stored in enumerate(images)]
     return push_index(done, target, tags, report=report)
 
 
-def saved(spec_path: Path, store: Store, output: Path, *, receipt: Path | None, tag: str | None,
+def saved(spec_paths: Sequence[Path], store: Store, output: Path, *, receipt: Path | None, tag: str | None,
           without_base: bool, report: Reporter = silent) -> Saved:
-    """The spec's image and its receipt (``receipt``, else where ``build`` wrote it) to ``output``."""
-    spec, the_store, _, key, record = stored_image(spec_path, store, report)
-    return save_built(record, the_store, receipt or receipt_path(spec, key), image_ref(spec, key), output,
-                      tag=tag, without_base=without_base, report=report)
+    """The specs' images (the first, then other platforms' with ``save --with``), each with its
+    receipt (the first's ``receipt``, else where ``build`` wrote each) to ``output``. Two specs for
+    one platform are refused before anything is written."""
+    images = _one_per_platform(spec_paths, store, "save", report)
+    the_store = images[0].store
+    return save(the_store, [to_save(record, the_store, (receipt if number == 0 else None) or receipt_path(spec, key),
+                                    image_ref(spec, key), tag=tag if number == 0 else None, report=report)
+                            for number, (spec, _, _, key, record) in enumerate(images)], output,
+                without_base=without_base, report=report)
+
+
+def _one_per_platform(spec_paths: Sequence[Path], store: Store, command: str, report: Reporter) -> list[Stored]:
+    """Each spec's stored image; two specs for one platform are refused before anything is sent
+    or written (an index or an archive holds one image per platform)."""
+    images = [stored_image(spec_path, store, report) for spec_path in spec_paths]
+    platforms = [stored.lock.platform for stored in images]
+    twice = sorted({p for p in platforms if platforms.count(p) > 1})
+    if twice:
+        raise UsageError(f"{command}: two of the specs are for {twice[0]}; one image per platform",
+                         hint="give one spec per platform (the spec and each --with)")
+    return images

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkimg._internal.emulation import native
 from sparkimg.engine.protocol import Engine
 from sparkimg.prewarm.request import PrewarmRequest, verified
-from sparkimg.receipts.verify import Check, Report, Request, verify
+from sparkimg.receipts.verify import Check, Report, Request, receipt_facts, verify
 from sparkimg.signing.keys import load_public
 
 
@@ -24,6 +25,7 @@ class NodeRequest:
     patches: Path | None = None
     cache: Path | None = None
     sbom: Path | None = None  # default: the SBOM beside the receipt, when there
+    platform: str | None = None  # the platform the receipt must be for; None: this machine's
 
 
 def verify_node(request: NodeRequest, engine: Engine) -> Report:
@@ -35,6 +37,13 @@ def verify_node(request: NodeRequest, engine: Engine) -> Report:
 
     report = verify(Request(request.receipt, load_public(request.key), request.recipe, None, request.patches,
                             node=inspect, sbom=request.sbom))
+    if report.ok:  # the receipt verified: its platform is the one the node runs (or the one asked for)
+        wanted = request.platform or native()
+        found = receipt_facts(request.receipt).get("platform")
+        note = "--platform" if request.platform else "this machine's; --platform names another (emulated)"
+        report.checks.append(Check("platform", "platform", wanted, found, found == wanted, note))
+        if found != wanted:
+            report.failed = "platform"
     if report.ok and request.cache is not None:
         cached = verified(PrewarmRequest(request.cache, receipt=request.receipt), request.key, quick=True)
         said = "; ".join(f"{p['check']}: {p['message']}" for p in cached.problems[:3])

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkimg._internal.emulation import native
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg.errors import RunArgsError
-from sparkimg.formats.statement import parse_statement
+from sparkimg.formats.statement import facts, parse_statement
 from sparkimg.prewarm.serving import CacheArgs, cache_args
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PublicKey
@@ -35,24 +36,35 @@ class RunArgs:
     image_id: str
     mounts: tuple[Mount, ...]
     cache: CacheArgs | None = None
+    platform: str | None = None  # set when it is not this machine's: `docker run --platform` (emulated)
 
     def args(self) -> list[str]:
         patches = [part for mount in self.mounts for part in ("-v", mount.arg())]
-        return patches + (self.cache.args() if self.cache else [])
+        return ([*("--platform", self.platform)] if self.platform else []) + patches + (
+            self.cache.args() if self.cache else [])
 
     def to_json(self) -> dict[str, Any]:
-        return {"image": self.image, "image_id": self.image_id, "args": self.args(),
+        return {"image": self.image, "image_id": self.image_id, "platform": self.platform, "args": self.args(),
                 "mounts": [{"host": str(m.host), "container": m.container, "read_only": True} for m in self.mounts],
                 "cache": self.cache.to_json() if self.cache else None}
 
 
-def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Path | None = None) -> RunArgs:
+def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Path | None = None,
+             platform: str | None = None) -> RunArgs:
     """Mount arguments for every ``mode: mount`` patch file of ``receipt``, paths under ``root``,
-    and for the prewarmed FlashInfer ``cache`` made in the receipt's image."""
+    and for the prewarmed FlashInfer ``cache`` made in the receipt's image; a receipt for another
+    platform than ``platform`` (default: this machine's) is refused."""
     envelope = dsse.read(receipt)
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
     data = parse_statement(envelope.payload, str(receipt))
+    asked, found = platform or native(), facts(data).get("platform")
+    if found != asked:
+        raise RunArgsError(f"{receipt}: the image is for {found}, not {asked}" + ("" if platform else
+                                                                                    " (this machine's)"),
+                           hint=f"pass --platform {found} to run it here under emulation" if platform is None
+                           else "leave --platform out, or pass the receipt of that platform's image")
+    foreign = asked if asked != native() else None
     wanted = [d for d in data.dependencies if d.name.startswith("patch:") and d.notes.get("mode") == "mount"]
     paths = {d.name: (root / (d.uri or "").removeprefix("file:")).resolve() for d in wanted}
     hashed = hash_many(paths.values())
@@ -69,6 +81,5 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Pat
                            hint="restore the pinned files (or pass --root where they are); never mount other bytes")
     subject = data.image
     mounts = tuple(Mount(paths[d.name], str(d.notes.get("mount"))) for d in wanted)
-    if cache is None:
-        return RunArgs(subject.name, subject.sha256, mounts)
-    return RunArgs(subject.name, subject.sha256, mounts, cache_args(cache, subject.sha256, key))
+    return RunArgs(subject.name, subject.sha256, mounts,
+                   cache_args(cache, subject.sha256, key) if cache is not None else None, foreign)

@@ -242,15 +242,61 @@ def test_one_tag_holds_both_platforms_and_each_pull_verifies_its_own_receipt(
                        "--platform", "linux/arm64")
     assert code == 1 and "the image is for linux/amd64, not linux/arm64" in err, err
 
-    # save records the image's platform in its archive's index.
-    archive = tmp_path / "arm64.oci.tar"
-    assert cli(capsys, store, "save", str(arm64), "-o", str(archive))[0] == 0
+    # One file holds both platforms (save --with), each image with its own receipt; load picks one.
+    code, _, err = cli(capsys, store, "save", str(demo), "--with", str(demo), "-o", str(tmp_path / "x.tar"))
+    assert code == 2 and "two of the specs are for linux/amd64" in err and not (tmp_path / "x.tar").exists(), err
+    archive = tmp_path / "both.oci.tar"
+    code, saved, err = cli(capsys, store, "save", str(demo), "--with", str(arm64), "-o", str(archive), "--json")
+    assert code == 0 and set(saved["platforms"]) == {"linux/amd64", "linux/arm64"}, err
     import tarfile
 
     with tarfile.open(archive) as tar:
         handle = tar.extractfile("index.json")
         assert handle is not None
-        saved = json.loads(handle.read())
-    assert saved["manifests"][0]["platform"] == {"architecture": "arm64", "os": "linux"}
+        listed = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"]
+                  for m in json.loads(handle.read())["manifests"]}
+    assert listed == {"linux/amd64": built["demo.yaml"]["oci"]["manifest"],
+                      "linux/arm64": built["demo-arm64.yaml"]["oci"]["manifest"]}
+    receipts = {}
+    for result in built.values():
+        engine.remove_image(result["image"]["reference"])
+    for platform, name in (("linux/arm64", "demo-arm64.yaml"), ("", "demo.yaml")):
+        receipts[name] = tmp_path / f"{name}.receipt.json"
+        code, loaded, err = cli(capsys, store, "load", str(archive), "--key", str(tmp_path / "node.pub"),
+                                *(("--platform", platform) if platform else ()), "--receipt-out",
+                                str(receipts[name]), "--json")
+        assert code == 0, err
+        assert (loaded["manifest"], loaded["config"]) == (built[name]["oci"]["manifest"], built[name]["oci"]["config"])
+        assert engine.image_id(built[name]["image"]["reference"]) == built[name]["oci"]["config"]
+    # A one-platform archive of another platform: refused unless asked for, nothing loaded.
+    single = tmp_path / "arm64.oci.tar"
+    assert cli(capsys, store, "save", str(arm64), "-o", str(single))[0] == 0
+    engine.remove_image(built["demo-arm64.yaml"]["image"]["reference"])
+    code, _, err = cli(capsys, store, "load", str(single), "--key", str(tmp_path / "node.pub"))
+    assert code == 1 and "the image is for linux/arm64, not linux/amd64 (this machine's)" in err, err
+    assert "--platform linux/arm64" in err and engine.inspect(built["demo-arm64.yaml"]["image"]["reference"]) is None
+    assert cli(capsys, store, "load", str(single), "--key", str(tmp_path / "node.pub"), "--platform",
+               "linux/arm64")[0] == 0
+
+    # verify-node and run-args hold a receipt to this machine's platform unless --platform names another.
+    arm64_receipt = receipts["demo-arm64.yaml"]
+    code, report, _ = cli(capsys, store, "verify-node", "--receipt", str(arm64_receipt), "--key",
+                          str(tmp_path / "node.pub"), "--json")
+    assert code == 1 and report["failed_stage"] == "platform", report
+    code, report, err = cli(capsys, store, "verify-node", "--receipt", str(arm64_receipt), "--key",
+                            str(tmp_path / "node.pub"), "--platform", "linux/arm64", "--json")
+    assert code == 0, (report, err)
+    code, _, err = cli(capsys, store, "run-args", str(arm64_receipt), "--root", str(demo.parent.parent))
+    assert code == 1 and "the image is for linux/arm64, not linux/amd64" in err, err
+    code, args, err = cli(capsys, store, "run-args", str(arm64_receipt), "--root", str(demo.parent.parent),
+                          "--platform", "linux/arm64", "--json")
+    assert code == 0 and args["args"][:2] == ["--platform", "linux/arm64"], err
+    ran = subprocess.run([engine.client, "run", "--rm", "--network", "none", *args["args"], args["image"],
+                          "python3", "-c", "import platform; print(platform.machine())"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and ran.stdout.strip() == "aarch64", ran.stderr
+    code, args, err = cli(capsys, store, "run-args", str(receipts["demo.yaml"]), "--root", str(demo.parent.parent),
+                          "--json")
+    assert code == 0 and "--platform" not in args["args"], err
     for result in built.values():
         engine.remove_image(result["image"]["reference"])

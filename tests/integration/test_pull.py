@@ -62,7 +62,8 @@ def test_pull_verifies_the_attached_receipt_and_refuses_a_forged_or_mismatched_o
     code, verified, err = cli(capsys, store, *node)
     assert code == 0 and verified["ok"], err
     # The SBOM pull kept beside the receipt is checked too (issue 26).
-    assert {c["stage"] for c in verified["checks"]} == {"signature", "statement", "sbom", "image", "patches"}
+    stages = {c["stage"] for c in verified["checks"]}
+    assert stages == {"signature", "statement", "sbom", "image", "patches", "platform"}
     assert (tmp_path / "node.sbom.json").is_file()
     _hostile_node_inputs(capsys, store, node, tmp_path)
 

@@ -19,19 +19,41 @@ MANIFEST = oci.Descriptor(oci.DOCKER_MANIFEST, "sha256:" + "a" * 64, 10)
 
 
 def test_the_index_names_one_image_and_its_receipt() -> None:
-    index = oci.layout_index(MANIFEST, "127.0.0.1:5000/x/demo:abc", "sha256:" + "b" * 64)
+    index = oci.layout_index([oci.LayoutEntry(MANIFEST, "127.0.0.1:5000/x/demo:abc", "sha256:" + "b" * 64)])
     entry = oci.LayoutEntry.parse(index)
     assert (entry.manifest, entry.name, entry.receipt) == (MANIFEST, "127.0.0.1:5000/x/demo:abc", "sha256:" + "b" * 64)
     assert b'"org.opencontainers.image.ref.name":"abc"' in index
 
 
-def test_an_index_without_a_receipt_or_with_two_images_is_refused() -> None:
+def test_an_index_without_a_receipt_or_with_two_images_of_one_platform_is_refused() -> None:
     bare = oci.encode({"schemaVersion": 2, "manifests": [MANIFEST.to_json()]})
     with pytest.raises(FetchError, match="carries no receipt"):
         oci.LayoutEntry.parse(bare)
-    two = oci.encode({"schemaVersion": 2, "manifests": [MANIFEST.to_json(), MANIFEST.to_json()]})
-    with pytest.raises(FetchError, match="exactly one image"):
-        oci.LayoutEntry.parse(two)
+    entry = oci.LayoutEntry(MANIFEST, "x/y:1", "sha256:" + "b" * 64)
+    with pytest.raises(FetchError, match="must give each its own platform"):
+        oci.LayoutEntry.parse(oci.layout_index([entry, entry]))
+    amd64 = oci.LayoutEntry(MANIFEST, "x/y:1", "sha256:" + "b" * 64, platform="linux/amd64")
+    with pytest.raises(FetchError, match="must give each its own platform"):
+        oci.LayoutEntry.parse(oci.layout_index([amd64, amd64]))
+    with pytest.raises(FetchError, match="1 to 8 images"):
+        oci.LayoutEntry.parse(oci.encode({"schemaVersion": 2, "manifests": []}))
+
+
+def test_an_archive_of_two_platforms_gives_the_one_asked_for() -> None:
+    arm64 = oci.Descriptor(oci.DOCKER_MANIFEST, "sha256:" + "c" * 64, 10)
+    entries = [oci.LayoutEntry(MANIFEST, "x/y:1", "sha256:" + "b" * 64, platform="linux/amd64"),
+               oci.LayoutEntry(arm64, "x/y-arm64:1", "sha256:" + "d" * 64, "sha256:" + "e" * 64, "linux/arm64")]
+    index = oci.layout_index(entries)
+    assert oci.LayoutEntry.parse_all(index) == entries
+    assert oci.LayoutEntry.parse(index, "linux/arm64") == entries[1]
+    assert oci.LayoutEntry.parse(index, "linux/amd64") == entries[0]
+    with pytest.raises(FetchError, match="no image for linux/riscv64; the archive holds linux/amd64, linux/arm64"):
+        oci.LayoutEntry.parse(index, "linux/riscv64")
+    manifest = oci.docker_archive_manifest([("sha256:" + "1" * 64, ["x/y:1"], ["sha256:" + "2" * 64]),
+                                            ("sha256:" + "3" * 64, [], ["sha256:" + "2" * 64])])
+    assert oci.docker_archive_layers(manifest) == [
+        (oci.blob_path("sha256:" + "1" * 64), ["x/y:1"], [oci.blob_path("sha256:" + "2" * 64)]),
+        (oci.blob_path("sha256:" + "3" * 64), [], [oci.blob_path("sha256:" + "2" * 64)])]
 
 
 def test_the_receipt_artifact_must_be_about_the_archives_manifest() -> None:

@@ -32,5 +32,6 @@ def test_a_platform_the_index_lacks_is_said_with_what_it_holds() -> None:
 
 
 def test_a_saved_archive_records_the_platform() -> None:
-    index = json.loads(oci.layout_index(ARM64, "x/y:1", "sha256:" + "d" * 64, platform="linux/arm64"))
+    index = json.loads(oci.layout_index([oci.LayoutEntry(ARM64, "x/y:1", "sha256:" + "d" * 64,
+                                                         platform="linux/arm64")]))
     assert index["manifests"][0]["platform"] == {"architecture": "arm64", "os": "linux"}
