@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sparkimg.source.preflight import Verdict
     from sparkimg.spec import Spec
     from sparkimg.store.content import Store
+    from sparkimg.store.fsck import StoreVerified
     from sparkimg.store.gc import Collection
 
 
@@ -475,6 +476,14 @@ def doctor(*, store: Path | None = None) -> list[dict[str, Any]]:
     from sparkimg.doctor.checks import diagnose
 
     return diagnose(store)
+
+
+def store_verify(*, store: Path | None = None, repair: bool = False, report: Reporter = silent) -> StoreVerified:
+    """Hash every blob of the store against its name (``store.fsck``); ``repair`` removes the
+    damaged ones, so the next build fetches or rebuilds them."""
+    from sparkimg.store.fsck import verify_store
+
+    return verify_store(_store(store), repair=repair, report=report)
 
 
 def gc(*, store: Path | None = None, keep: Sequence[Path] = (), keep_storage: int | None = None,

@@ -59,6 +59,11 @@ class HashMismatchError(FetchError):
     """Downloaded or on-disk content does not match its pinned digest; nothing was admitted."""
 
 
+class DamagedBlobError(SparkimgError):
+    """A blob of the store does not hash to its name (rot on disk, a cut tail): nothing was made
+    from it; ``sparkimg store verify --repair`` removes it so the next build fetches or rebuilds it."""
+
+
 class EngineError(SparkimgError):
     """The container engine is missing, not running or failed a command."""
 

@@ -139,6 +139,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    found = api.store_verify(store=args.store, repair=args.repair, report=_reporter(args))
+    if _emit(args, found.to_json()):
+        return found.exit_code
+    for blob in found.damaged:
+        why = f"its bytes hash to sha256:{blob.found}" if blob.found else "it cannot be read"
+        render.mismatch("store", f"sha256:{blob.sha256} ({format_size(blob.size)}) is damaged: {why}"
+                        + ("; removed" if found.repaired else ""))
+    if found.ok:
+        verdict = "all sound"
+    elif found.repaired:
+        verdict = f"{len(found.damaged)} damaged, removed: the next build fetches or rebuilds them"
+    else:
+        verdict = f"{len(found.damaged)} damaged; fix: sparkimg store verify --repair"
+    render.line(f"{found.store}: {found.blobs} blob(s), {format_size(found.bytes)} hashed in {found.seconds:.1f} s; "
+                f"{verdict}")
+    return found.exit_code
+
+
 def cmd_gc(args: argparse.Namespace) -> int:
     done = api.gc(store=args.store, keep=args.keep_root, keep_storage=args.keep_storage, dry_run=args.dry_run)
     if _emit(args, done.to_json()):
@@ -469,6 +488,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sbom": cmd_sbom,
     "keygen": cmd_keygen,
     "patches": cmd_patches,
+    "store": cmd_store,
     "verify-receipt": cmd_verify_receipt,
     "show-receipt": cmd_show_receipt,
     "run-args": cmd_run_args,

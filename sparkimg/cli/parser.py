@@ -38,6 +38,7 @@ EXAMPLES = {
             "  sparkimg sbom 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
     "patches": "sparkimg patches pin patches/demo && sparkimg patches check patches/demo",
+    "store": "sparkimg store verify      # then, if it names damaged blobs: sparkimg store verify --repair",
     "verify-receipt": "sparkimg verify-receipt receipts/demo/KEY.receipt.json --key demo.pub "
                       "--recipe layers/demo.recipe.yaml --image sparkimg/demo:KEY --patches patches/demo",
     "verify-node": "sparkimg verify-node --receipt receipts/demo/KEY.receipt.json --key demo.pub "
@@ -287,6 +288,11 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    "signed SBOM beside it) or an image in a registry (the SBOM attached beside it)")
     p.add_argument("--key", type=Path, metavar="PUB", help="check the SBOM's signature (and against the receipt "
                    "that names it) with this public key")
+    p = command("store", "check the store: `verify` hashes every blob against its name (as git fsck does); exit 0 "
+                "all sound, 1 damaged blobs found; --repair removes them, so the next build fetches or rebuilds "
+                "them", spec=False)
+    p.add_argument("action", choices=("verify",))
+    p.add_argument("--repair", action="store_true", help="remove the damaged blobs (exit 0 once they are gone)")
     p = command("gc", "remove from the store what no root reaches: the specs built with it (their last build, "
                 "current lock, receipts and kept nights), running builds, and --keep-root paths", spec=False)
     p.add_argument("--dry-run", action="store_true", help="remove nothing; list what would go and its bytes")

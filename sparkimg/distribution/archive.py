@@ -219,7 +219,8 @@ def save(store: Store, images: Sequence[ToSave], target: Path, *, without_base: 
         Entry("blobs", "dir", 0o755),
         Entry("blobs/sha256", "dir", 0o755),
         *(Entry(oci.blob_path(d), "file", data=b) for d, b in documents.items()),
-        *(Entry(oci.blob_path(d), "file", source=store.blob(hex_of(d))) for d in dict.fromkeys(layers)),
+        *(Entry(oci.blob_path(d), "file", source=store.blob(hex_of(d)), sha256=hex_of(d))
+          for d in dict.fromkeys(layers)),
     ]
     # Members dated by the first image's ``created``: the file is a function of its images.
     epoch = int(datetime.fromisoformat(str(created[0])).timestamp())

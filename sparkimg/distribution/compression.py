@@ -127,10 +127,10 @@ def compressed(store: Store, layer: oci.Layer, compressor: Compressor, family: s
     known = _known(store.read_record(COMPRESSED, record), layer.diff_id, compressor.identity)
     if known is not None and store.has(hex_of(known[0])):
         return oci.Descriptor(media_type, *known)
-    blob = store.blob(hex_of(layer.descriptor.digest))
     started = time.perf_counter()
-    with blob.open("rb") as source, store.writer(what=f"layer {layer.diff_id[:19]} ({compressor.name})") as sink:
-        compressor.compress(source, layer.descriptor.size, sink, threads)
+    with store.reader(hex_of(layer.descriptor.digest), f"compress: layer {layer.descriptor.digest}") as source, \
+            store.writer(what=f"layer {layer.diff_id[:19]} ({compressor.name})") as sink:
+        compressor.compress(cast(IO[bytes], source), layer.descriptor.size, sink, threads)
     digest = f"sha256:{sink.sha256}"
     store.write_record(COMPRESSED, record, {"diffID": layer.diff_id, "digest": digest, "size": sink.size,
                                             "compressor": compressor.identity})

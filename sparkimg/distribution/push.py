@@ -296,6 +296,6 @@ def _sized(chunks: Iterable[bytes]) -> Iterator[bytes]:
 
 
 def _file_chunks(store: Store, digest: str) -> Iterator[bytes]:
-    with store.blob(hex_of(digest)).open("rb") as handle:
+    with store.reader(hex_of(digest), f"push: blob {digest}") as handle:  # a damaged blob stops the upload
         while chunk := handle.read(UPLOAD_CHUNK):
             yield chunk

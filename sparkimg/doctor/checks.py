@@ -63,4 +63,12 @@ def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
                              f"reclaim {format_size(spare)}"))
     except SparkimgError as exc:
         checks.append(_check("store", False, exc.message))
+        return checks
+    from sparkimg.store.fsck import verify_store
+
+    found = verify_store(store)  # every blob against its name: rot ships nowhere unnoticed
+    bad = ", ".join(f"sha256:{d.sha256}" for d in found.damaged[:3]) + (" ..." if len(found.damaged) > 3 else "")
+    checks.append(_check("store blobs", found.ok, f"{found.blobs} blob(s) hashed in {found.seconds:.1f} s, each its "
+                         "name" if found.ok else f"{len(found.damaged)} damaged: {bad}; fix: `sparkimg store verify "
+                         "--repair` (the next build fetches or rebuilds them)"))
     return checks

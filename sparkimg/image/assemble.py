@@ -245,7 +245,8 @@ def _works(plan: Plan, records: dict[str, LayerRecord], store: Store,
         files = [(item.mount, item.sha256) for item in entry.files]
 
         def patch_entries(folder: Path, files: list[tuple[str, str]] = files) -> list[layer_mod.Entry]:
-            found = [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256))
+            found = [layer_mod.Entry(mount.lstrip("/"), "file", 0o644, source=store.blob(sha256),
+                                     sha256=sha256)
                      for mount, sha256 in files]
             return _through_links(found, scheme_of())
 

@@ -115,7 +115,7 @@ class Feeder:
                      **{layer.descriptor.digest: self.store.blob(hex_of(layer.descriptor.digest)) for layer in layers}}
             with handoff.registry(manifest, sha256_prefixed(manifest), self.base.media_type, config_digest,
                                   blobs) as (reference, served):
-                self.engine.pull_plain(reference)
+                handoff.pull(self.engine, reference, served)
             self.names.append(reference)
             self.report(Event(Phase.ASSEMBLE, f"fed the engine the first {len(layers)} layer(s) "
                               f"({served.layers_sent} new)", "image", Kind.LOG,

@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from sparkimg._internal.fs.verified import damaged, damaged_error
+from sparkimg.engine.protocol import Engine
+from sparkimg.errors import EngineError
+
 _HEAD_LIMIT = 64  # header lines of a request; the daemon sends about ten
 _LINE_LIMIT = 8192
 _TIMEOUT = 60.0  # seconds a connection may stay silent
@@ -54,6 +58,17 @@ class Served:
             self.bytes_sent += size
             if digest != self.config_digest:
                 self.layers_sent += 1
+
+
+def pull(engine: Engine, reference: str, served: Served) -> None:
+    """Have the engine pull ``reference``; when it refuses, the blobs served are hashed again and a
+    damaged one (the engine checks each blob's digest as it pulls) is named with the fix."""
+    try:
+        engine.pull_plain(reference)
+    except EngineError as exc:
+        if bad := damaged(served.blobs):
+            raise damaged_error(f"load: the engine refused {reference} ({exc.message})", bad) from None
+        raise
 
 
 @contextmanager

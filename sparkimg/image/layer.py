@@ -35,6 +35,7 @@ from sparkimg._internal.elf import HEAD
 from sparkimg._internal.fs.hashing import sha256_of
 from sparkimg._internal.fs.inflate import open_member
 from sparkimg._internal.fs.tars import open_archive
+from sparkimg._internal.fs.verified import VerifiedReader
 from sparkimg.errors import BuildError
 from sparkimg.formats.oci import Descriptor, Layer
 from sparkimg.store.content import CHUNK, BlobWriter, Store
@@ -66,6 +67,7 @@ class Entry:
     kind: str  # "file", "dir", "symlink" or "whiteout"
     mode: int = 0o644
     source: Path | None = None  # a file's content
+    sha256: str | None = None  # the source's name in the store: its bytes are checked as they are copied
     data: bytes | None = None  # or its bytes
     target: str = ""  # a symlink's target
     member: ZipMember | None = None  # or a member of a zip
@@ -129,7 +131,8 @@ def tar_into(entries: Iterable[Entry], epoch: int, sink: _Sink, seen: Seen | Non
                     opened[member.archive] = zips.enter_context(_open_zip(member.archive))
                 head = _copy_member(archive, info, opened[member.archive], member)
             elif entry.source is not None:
-                with entry.source.open("rb") as content:
+                with (VerifiedReader(entry.source, entry.sha256, entry.path) if entry.sha256
+                      else entry.source.open("rb")) as content:
                     reader = _Head(content)
                     archive.addfile(info, reader)
                     head = reader.head

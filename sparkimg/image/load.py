@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkimg._internal.fs.verified import VerifiedReader
 from sparkimg.engine.protocol import Engine, ImageInfo
 from sparkimg.errors import BuildError, EngineError
 from sparkimg.events import Event, Kind, Phase, Reporter
@@ -93,7 +94,7 @@ def _handoff(engine: Engine, store: Store, record: oci.ImageRecord, base: oci.Ba
     manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
     with handoff.registry(manifest, record.manifest_digest, record.media_type, record.config_digest,
                           blobs) as (reference, served):
-        engine.pull_plain(reference)
+        handoff.pull(engine, reference, served)
     try:
         engine.tag(reference, tag)
     finally:
@@ -133,11 +134,11 @@ def send(engine: Engine, store: Store, *, config: Path, config_digest: str, laye
         count = 0
         with tarfile.open(archive, "w") as out:
             _add(out, "manifest.json", oci.docker_archive_manifest([(config_digest, repo_tags, layers)]))
-            out.add(config, oci.blob_path(config_digest))
+            _add_blob(out, config, config_digest, what)
             for digest in dict.fromkeys(layers):
                 found = blob(digest)
                 if found is not None:
-                    out.add(found, oci.blob_path(digest))
+                    _add_blob(out, found, digest, what)
                     count += 1
         report(Event(Phase.ASSEMBLE, f"load {what}: {count} of {len(layers)} layer(s) sent",
                      "image", figures={"sent": count, "bytes": archive.stat().st_size}))
@@ -156,6 +157,14 @@ def _add(out: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     out.addfile(info, io.BytesIO(data))
+
+
+def _add_blob(out: tarfile.TarFile, path: Path, digest: str, what: str) -> None:
+    """The file named by ``digest`` (a store blob, or an archive's, checked as it was unpacked),
+    hashed again as it is copied: the engine is never handed bytes that are not their name."""
+    info = out.gettarinfo(str(path), oci.blob_path(digest))
+    with VerifiedReader(path, hex_of(digest), f"load {what}: blob {digest}") as reader:
+        out.addfile(info, reader)
 
 
 def _remove(work: Path) -> None:

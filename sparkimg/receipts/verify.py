@@ -20,7 +20,7 @@ from sparkimg._internal.fs.files import read_input, regular_file
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.errors import EngineError, ResolveError, UsageError
-from sparkimg.formats.canonical import loads
+from sparkimg.formats.canonical import hex_of, loads
 from sparkimg.formats.recipe import Recipe
 from sparkimg.formats.statement import Statement, facts, schema_problems
 from sparkimg.patches import sums as patches_mod
@@ -303,9 +303,19 @@ def _patches(folder: Path, statement: Statement) -> list[Check]:
 
 
 def store_checks(store: Store, statement: Statement) -> list[Check]:
-    """Re-hash, in parallel, the store's copy of every input and output the receipt names."""
+    """Re-hash, in parallel, the store's copy of every input and output the receipt names, and of
+    the image it names (manifest, config, every layer sparkimg wrote)."""
+    from sparkimg.image.assemble import image_record
+
     named = {d.notes.get("store_blob"): d.name for d in (*statement.dependencies, *statement.byproducts)}
     named.pop(None, None)
+    key = facts(statement).get("image.key")
+    record = image_record(store, str(key)) if key else None
+    if record is not None:
+        named.setdefault(hex_of(record.manifest_digest), "image manifest")
+        named.setdefault(hex_of(record.config_digest), "image config")
+        for number, layer in enumerate(record.layers):
+            named.setdefault(hex_of(layer.descriptor.digest), f"image layer {number}: {layer.created_by}")
     present = {blob: name for blob, name in named.items() if store.has(str(blob))}
     hashed = hash_many([store.blob(str(b)) for b in present])
     checks = [Check("store", f"{name}", blob, (hashed[store.blob(str(blob))] or {}).get("sha256"),

@@ -22,6 +22,7 @@ from typing import IO, Any
 from sparkimg._internal.fs.atomic import flock, fsync_dir, write_json_atomic
 from sparkimg._internal.fs.hashing import digest_file
 from sparkimg._internal.fs.identity import identity
+from sparkimg._internal.fs.verified import VerifiedReader
 from sparkimg._internal.locations import default_store
 from sparkimg.errors import HashMismatchError, SparkimgError
 from sparkimg.formats.canonical import loads
@@ -143,6 +144,11 @@ class Store:
 
     def verify(self, sha256: str) -> bool:
         return self.has(sha256) and sha256_file(self.blob(sha256)) == sha256
+
+    def reader(self, sha256: str, what: str) -> VerifiedReader:
+        """The blob, hashed as it is read: for bytes that leave the store (an archive, an upload, an
+        engine's load), which raise ``DamagedBlobError`` at its end when they are not its name."""
+        return VerifiedReader(self.blob(sha256), sha256, what)
 
     def export(self, sha256: str, target: Path) -> None:
         """Copy a blob out (a hard link would let a build step write through to the store)."""

@@ -1,0 +1,81 @@
+"""Rot in the store, with the real engine and registry (issue 39): a bit flipped in a layer blob
+and a tail cut off the config blob of a built demo. Nothing that leaves the store carries them:
+``save`` writes no file, ``push`` moves no tag, loading the image into the engine again fails
+naming the blob, ``verify-receipt --rehash`` and ``store verify`` find them. ``store verify
+--repair`` removes them and the next build makes the same image again, digest for digest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sparkimg._internal.net.registry import ImageRef, RegistryClient
+from sparkimg.engine.protocol import Engine
+from sparkimg.formats.canonical import hex_of
+from sparkimg.store.content import Store
+
+from .helpers import build_ok, cli, copy_demo
+
+
+def _rot(path: Path, how: str) -> None:
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0x01
+    else:
+        del data[-100:]
+    path.write_bytes(bytes(data))
+    os.chmod(path, 0o444)
+
+
+def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
+    tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    first = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    reference, oci_ = first["image"]["reference"], first["oci"]
+    layer, config = hex_of(oci_["diff_ids"][-1]), hex_of(oci_["config"])  # sparkimg stores layers plain
+    blobs = Store(store)
+    assert cli(capsys, store, "store", "verify")[0] == 0
+
+    _rot(blobs.blob(layer), "flip")
+    archive = tmp_path / "demo.oci.tar"
+    code, _, err = cli(capsys, store, "save", str(demo), "-o", str(archive))
+    assert code == 1 and f"sha256:{layer} is damaged" in err and "store verify --repair" in err, err
+    assert not archive.exists() and not list(tmp_path.glob(".demo.oci.tar.*"))
+    code, report, _ = cli(capsys, store, "verify-receipt", first["receipt"], "--key", str(tmp_path / "k.pub"),
+                          "--rehash", "--json")
+    assert code == 1 and report["failed_stage"] == "store", report
+    assert any(not c["ok"] and c["expected"] == layer for c in report["checks"]), report["checks"]
+
+    _rot(blobs.blob(config), "cut")
+    repository = f"{registry}/sparkimg-test/rot-{layer[:8]}"
+    code, _, err = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "latest")
+    assert code == 1 and "is damaged" in err, err
+    listed = RegistryClient().send("GET", ImageRef.parse(repository), f"{ImageRef.parse(repository).base_url}"
+                                   "/tags/list", ok=(200, 404))
+    assert listed.status_code == 404 or not (listed.json().get("tags") or []), listed.text
+
+    # The engine lost the image: the build loads it again from the store, and the engine refuses the
+    # rotten config by its digest; the build names the blob instead of an engine error.
+    engine.remove_image(reference)
+    code, _, err = cli(capsys, store, "build", str(demo), "--quiet")
+    assert code == 1 and f"sha256:{config}" in err and "store verify --repair" in err, err
+    assert engine.inspect(reference) is None
+
+    code, found, _ = cli(capsys, store, "store", "verify", "--json")
+    assert code == 1 and sorted(d["blob"] for d in found["damaged"]) == sorted([f"sha256:{layer}",
+                                                                               f"sha256:{config}"])
+    code, found, _ = cli(capsys, store, "store", "verify", "--repair", "--json")
+    assert code == 0 and found["repaired"] and not blobs.has(layer) and not blobs.has(config)
+    assert cli(capsys, store, "store", "verify")[0] == 0
+
+    again = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    assert again["oci"] == oci_ and engine.image_id(reference) == oci_["config"]
+    assert blobs.verify(layer) and blobs.verify(config)
+    engine.remove_image(reference)
