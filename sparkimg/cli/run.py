@@ -6,26 +6,43 @@ Only argparse is imported before the arguments are parsed, so ``sparkimg --versi
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
 
 from sparkimg.cli.parser import parser
-from sparkimg.errors import SparkimgError
+from sparkimg.errors import EngineError, SparkimgError
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
-    if args.command == "build":
-        from sparkimg.cli.quick import noop_build
+    from sparkimg._internal import signals
 
-        answered = noop_build(args)  # a stamp that cannot be read or checked answers None (api.noop_build)
-        if answered is not None:
-            return answered
-    from sparkimg.cli import commands, render
+    with signals.handled():
+        code = _run(args)
+        if (signum := signals.received()) is not None and code != 128 + signum:  # raised and swallowed
+            from sparkimg.cli import render
+
+            render.error_text(f"stopped by {signal_name(signum)}; nothing half-written was kept")
+            return 128 + signum
+        return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sparkimg._internal.signals import Interrupted
+    from sparkimg.cli import render
 
     try:
         try:
+            if args.command == "build":
+                from sparkimg.cli.quick import noop_build
+
+                answered = noop_build(args)  # a stamp that cannot be read or checked answers None
+                if answered is not None:
+                    return answered
+            from sparkimg.cli import commands
+
             return commands.HANDLERS[args.command](args)
         except BrokenPipeError:
             raise  # the reader went away: ``cli.main`` exits quietly
@@ -33,6 +50,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise SparkimgError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
                                 hint="check that the path is where you meant, writable, and that its disk has "
                                 "room; nothing half-written was kept") from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("python_on_whales"):  # the engine went away mid-call
+                raise EngineError(f"the engine stopped answering: {str(exc).strip().splitlines()[-1][:300]}",
+                                  hint="check that the engine runs (`sparkimg doctor`), then run the command "
+                                  "again: what it had built is kept") from exc
+            raise
     except SparkimgError as exc:
         if args.debug:
             import traceback
@@ -42,6 +65,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
         render.error(exc, json_logs=args.json_logs)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Interrupted):
+            render.error_text(f"stopped by {signal_name(exc.signum)}; nothing half-written was kept")
+            return exc.exit_code
         render.error_text("interrupted; nothing half-written was kept")
         return 130
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name

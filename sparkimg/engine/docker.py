@@ -297,15 +297,29 @@ class DockerEngine:
                 try:
                     container = docker.run(image, list(command), **kwargs)
                 except DockerException as exc:
-                    raise EngineError(f"could not start a container from {image}: {_why(exc)}") from None
+                    raise self._gone(exc) or EngineError(f"could not start a container from {image}: "
+                                                         f"{_why(exc)}") from None
                 reader = threading.Thread(target=self._follow, args=(container, log, layer, phase), daemon=True)
                 reader.start()
-                exit_code = int(docker.container.wait(container))
-                reader.join(timeout=10)
-                state = docker.container.inspect(container).state
+                try:
+                    exit_code = int(docker.container.wait(container))
+                    reader.join(timeout=10)
+                    state = docker.container.inspect(container).state
+                except DockerException as exc:
+                    raise self._gone(exc) or EngineError(f"{name}: the engine failed while it ran: {_why(exc)}") \
+                        from None
                 return RunResult(exit_code, bool(state.oom_killed))
             finally:
                 _ok([self.client, "rm", "-f", name])
+
+    def _gone(self, exc: Exception) -> EngineError | None:
+        """The error to give when the engine stopped answering in the middle of a call (a restart,
+        a crash), else None: the engine answered, and the call's own error stands."""
+        if _call([self.client, "version", "--format", "{{.Server.Version}}"], timeout=10).returncode == 0:
+            return None
+        return EngineError(f"the engine went away while a container ran ({_why(exc)})",
+                           hint="start the engine again (`sparkimg doctor` says how it is), then run the "
+                           "command again: what it had built is kept")
 
     def _gpus(self) -> dict[str, Any]:
         """How a container is given every GPU (python-on-whales ``run`` arguments)."""

@@ -26,10 +26,33 @@ def lease() -> Iterator[Path]:
     the container can see. The folder is removed when the container is done."""
     from sparkimg._internal.fs.atomic import flock
 
+    sweep_leases()
     with tempfile.TemporaryDirectory(prefix="sparkimg-lease-") as folder:
         Path(folder).chmod(0o755)  # readable by the container's user, whoever that is
         with flock(Path(folder) / "lease"):
             yield Path(folder)
+
+
+def sweep_leases(older_than_s: float = 30.0) -> int:
+    """Remove lease folders whose owner died (kill -9 leaves one): their flock is free. Young ones
+    are left alone, as the owner takes its flock right after it makes the folder."""
+    import fcntl
+    import shutil
+    import time
+
+    removed = 0
+    for folder in Path(tempfile.gettempdir()).glob("sparkimg-lease-*"):
+        held = folder / "lease"
+        try:
+            if time.time() - folder.stat().st_mtime < older_than_s:
+                continue
+            with open(held, "rb") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        except (BlockingIOError, FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+    return removed
 
 
 def _start_time(pid: int) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal import emulation
+from sparkimg._internal import emulation, signals
 from sparkimg.compile.bounds import Overrides
 from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
@@ -124,6 +124,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
         with steps.timed("prewarm"):
             warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell)
     receipt_file = options.receipt or default_path(result)
+    signals.check()  # a stop asked for, whose raise a finalizer swallowed, never gets a signed receipt
     try:
         with steps.timed("sbom"):
             sbom = made_sbom(result, store, key, receipt_file, tell)

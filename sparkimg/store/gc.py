@@ -260,7 +260,9 @@ def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None
             doomed = _over(found, doomed, keep_storage)
         found.removed, found.dry_run = list(doomed), dry_run
         if not dry_run:
-            found.work_folders = store.sweep()
+            from sparkimg.engine.ownership import sweep_leases
+
+            found.work_folders = store.sweep() + sweep_leases()  # and the container leases of dead runs
             for d in doomed:  # records first: a record never names a blob that is gone while it stays
                 if d.kind == CACHE:
                     if not caches.remove(store, d.path):

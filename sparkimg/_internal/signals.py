@@ -1,0 +1,73 @@
+"""SIGINT and SIGTERM end a command the same way: what it started is stopped and removed, what it
+wrote half is removed, and it exits 130 (SIGINT) or 143 (SIGTERM).
+
+The first signal raises ``Interrupted`` (a ``KeyboardInterrupt``, so every cleanup that handles
+Ctrl-C handles both) in the main thread; a second one ends the process at once. Python runs a
+handler between bytecodes of the main thread, so the exception can land inside a finalizer
+(``__del__``) or a callback that swallows it: the signal is remembered, and ``check`` raises it
+again at the points a build must not pass once stopped (signing a receipt, loading an image);
+``cli.run`` turns a remembered signal into its exit code even if nothing raised it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+_received: list[int] = []  # the first signal, once one came
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was asked to stop by ``signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def _first(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, _second)
+    raise Interrupted(signum)
+
+
+def _second(signum: int, frame: FrameType | None) -> None:
+    os._exit(128 + (_received[0] if _received else signum))
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """SIGINT and SIGTERM handled as above while the block runs (in the main thread; elsewhere
+    nothing changes), the previous handlers back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _received.clear()
+    before = {each: signal.getsignal(each) for each in (signal.SIGINT, signal.SIGTERM)}
+    for each in before:
+        signal.signal(each, _first)
+    try:
+        yield
+    finally:
+        for each, handler in before.items():
+            signal.signal(each, handler)
+
+
+def received() -> int | None:
+    """The signal that asked this command to stop, if one did."""
+    return _received[0] if _received else None
+
+
+def check() -> None:
+    """Raise ``Interrupted`` again if a signal came: its first raise may have been swallowed."""
+    if _received:
+        raise Interrupted(_received[0])

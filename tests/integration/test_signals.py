@@ -1,0 +1,104 @@
+"""Stopping a real build (issue 39): SIGTERM (what systemd sends the nightly service) and SIGINT
+while the demo's compile container runs end the build within seconds with 143 or 130, and leave
+no container, no lease folder, no work folder in the store and no receipt; a second signal ends
+it at once. When the engine itself goes away mid-compile, the build ends with exit 3 and a
+sentence, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkimg.engine.ownership import OWNER_LABEL
+from sparkimg.engine.protocol import Engine
+
+from .helpers import cli, copy_demo
+from .nodes import nodes
+
+SPARKIMG = [sys.executable, "-c", "import sys; from sparkimg.cli import main; sys.exit(main())"]
+
+
+def _leases() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("sparkimg-lease-*"))
+
+
+def _owned(client: str, pid: int, env: dict[str, str], *, running: bool = False) -> list[str]:
+    """The containers this build's process (``pid``) owns, by the owner label (``running``: those
+    whose process has started)."""
+    state = ["--filter", "status=running"] if running else []
+    listed = subprocess.run([client, "ps", "-a", *state, "--filter", f"label={OWNER_LABEL}", "--format",
+                             f'{{{{.Names}}}} {{{{.Label "{OWNER_LABEL}"}}}}'], capture_output=True, text=True,
+                            env=env, check=False)
+    return [line.split()[0] for line in listed.stdout.splitlines() if f"/{pid}/" in line]
+
+
+def _start(spec: Path, store: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([*SPARKIMG, "--store", str(store), "build", str(spec)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _when_compiling(process: subprocess.Popen[str], client: str, env: dict[str, str]) -> None:
+    deadline = time.monotonic() + 120
+    while not _owned(client, process.pid, env, running=True):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no compile container appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(("signals", "code"), [((signal.SIGTERM,), 143), ((signal.SIGINT,), 130),
+                                                ((signal.SIGTERM, signal.SIGTERM), 143)])
+def test_a_signal_during_a_compile_stops_the_build_and_leaves_nothing(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str],
+    signals: tuple[signal.Signals, ...], code: int
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    leases = _leases()
+    env = dict(os.environ)
+    process = _start(demo, store, env)
+    _when_compiling(process, engine.client, env)
+    sent = time.monotonic()
+    for signum in signals:
+        process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    took = time.monotonic() - sent
+    assert process.returncode == code, err
+    assert took < 15, took
+    assert "Traceback" not in err, err
+    if len(signals) == 1:
+        assert f"stopped by {signals[0].name}" in err, err
+    time.sleep(2)  # a container outlives its sparkimg by about a second (the lease wrapper)
+    assert _owned(engine.client, process.pid, env) == [] or len(signals) > 1
+    assert _leases() - leases == set() or len(signals) > 1
+    if len(signals) == 1:  # the second signal skips cleanup; the next run or gc sweeps what it left
+        left = [p.name for p in (store / "tmp").iterdir() if not p.name.endswith(".lock") and p.name != "leases"]
+        assert left == [] and list((store / "tmp" / "leases").iterdir()) == [], left
+    assert not list((demo.parent.parent / "receipts").rglob("*.receipt.json"))
+
+
+def test_the_engine_going_away_mid_compile_is_exit_3_and_a_sentence(
+    tmp_path: Path, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    client = shutil.which("docker") or "/usr/bin/docker"
+    daemons = Path(tempfile.mkdtemp(prefix="sig"))  # short: a unix socket's path holds 107 bytes
+    with nodes(1, daemons) as (node,):
+        env = {**os.environ, "DOCKER_HOST": node.host}
+        process = _start(demo, store, env)
+        _when_compiling(process, client, env)
+        os.kill(int((node.root / "dockerd.pid").read_text()), signal.SIGKILL)
+        _, err = process.communicate(timeout=120)
+    shutil.rmtree(daemons, ignore_errors=True)
+    assert process.returncode == 3, (process.returncode, err)
+    assert "Traceback" not in err and "the engine went away" in err, err
