@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.fs.atomic import fsync_dir
+from sparkimg._internal.fs.atomic import fsync_dir, naming
 from sparkimg._internal.fs.tars import open_archive
 from sparkimg.distribution.attached import attachments
 from sparkimg.engine.protocol import Engine
@@ -229,9 +229,10 @@ def save(store: Store, images: Sequence[ToSave], target: Path, *, without_base: 
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write_tar(files, epoch, Path(temp))
-        with open(temp, "rb") as written:
-            os.fsync(written.fileno())
+        with naming(target):
+            write_tar(files, epoch, Path(temp))
+            with open(temp, "rb") as written:
+                os.fsync(written.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, target)
     except BaseException:

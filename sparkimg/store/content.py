@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from sparkimg._internal.fs.atomic import flock, fsync_dir, write_json_atomic
+from sparkimg._internal.fs.atomic import flock, fsync_dir, naming, write_json_atomic
 from sparkimg._internal.fs.hashing import digest_file
 from sparkimg._internal.fs.identity import identity
 from sparkimg._internal.fs.verified import VerifiedReader
@@ -188,13 +188,18 @@ class Store:
 
     @contextlib.contextmanager
     def _temp(self) -> Iterator[tuple[IO[bytes], str]]:
+        """A temp file in ``tmp/``, flocked while written; removed however the block ends (its
+        close may fail on a full disk: the unlink runs all the same)."""
         fd, tmp = tempfile.mkstemp(dir=self.root / "tmp", prefix="put.")
         handle = os.fdopen(fd, "wb")
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
-            yield handle, tmp
+            with naming(tmp):
+                try:
+                    yield handle, tmp
+                finally:
+                    handle.close()
         finally:
-            handle.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 

@@ -298,5 +298,6 @@ def test_one_tag_holds_both_platforms_and_each_pull_verifies_its_own_receipt(
     code, args, err = cli(capsys, store, "run-args", str(receipts["demo.yaml"]), "--root", str(demo.parent.parent),
                           "--json")
     assert code == 0 and "--platform" not in args["args"], err
-    for result in built.values():
-        engine.remove_image(result["image"]["reference"])
+    for name in (f"{repository}:latest", *(result["image"]["reference"] for result in built.values()),
+                 *(result["oci"]["config"] for result in built.values())):
+        engine.remove_image(name)

@@ -4,6 +4,7 @@ fsynced; and the one exclusive lock (``flock``) every writer and lease of sparki
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
@@ -13,13 +14,27 @@ from typing import Any
 
 from sparkimg.formats.canonical import pretty
 
+_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}  # the disk said no
+
+
+@contextlib.contextmanager
+def naming(path: Path | str) -> Iterator[None]:
+    """A write that fails on the disk (full, over quota, read-only, an I/O error) raises an
+    ``OSError`` without a file name; give it ``path``'s, so the message names what was written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno in _DISK:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(path), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
