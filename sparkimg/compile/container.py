@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal import elf
+from sparkimg._internal.fs.verified import VerifiedReader, rot_named
 from sparkimg._internal.units import format_size
 from sparkimg.compile import audit, elfnames, machines, toolkit, wheelzip
 from sparkimg.compile import cache as compiler_cache
@@ -283,10 +284,12 @@ def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
     folder.mkdir(parents=True)
     pin = lock.sources[name]
     if isinstance(pin, PypiPin) and pin.dist != "sdist":
-        shutil.copyfile(blob, folder / pin.filename)
+        with VerifiedReader(blob, blob.name, f"sources.{name}") as source, open(folder / pin.filename, "wb") as copy:
+            shutil.copyfileobj(source, copy)  # the copy is made anyway: rot in the store stops here
     else:
         sdist = isinstance(pin, PypiPin)
-        _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
+        with rot_named({blob.name: blob}, f"sources.{name}"):
+            _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
     return folder
 
 

@@ -19,9 +19,10 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sparkimg._internal.fs.verified import rot_named
 from sparkimg.compile import machines
 from sparkimg.errors import BuildError, FetchError
 from sparkimg.events import Event, Phase, Reporter, Steps
@@ -55,6 +56,7 @@ class _Work:
     created_by: str
     key_inputs: dict[str, object]
     entries: Callable[[Path], list[layer_mod.Entry]]  # given a work folder of its own, empty
+    blobs: Mapping[str, Path] = field(default_factory=dict)  # store blobs it reads (hex -> file): named if rotten
 
 
 def image_record(store: Store, key: str) -> oci.ImageRecord | None:
@@ -168,8 +170,9 @@ def _layer(work: _Work, folder: Path, media_type: str, platform: str, store: Sto
         return reuse[key]
     folder.mkdir()
     census = machines.Census(platform)
-    found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
-                                  created_by=work.created_by, store=store, seen=census.see)
+    with rot_named(work.blobs, f"layer {work.name}"):  # a failure reading a rotten blob says so
+        found = layer_mod.write_layer(work.entries(folder), epoch=LAYER_EPOCH, media_type=media_type,
+                                      created_by=work.created_by, store=store, seen=census.see)
     census.check(work.name)  # before the record: a refused layer is never cached
     found = replace(found, machines=tuple(sorted(census.counts.items())))
     store.write_record(LAYERS, key, found.to_json())
@@ -287,12 +290,14 @@ def _wheel_work(name: str, wheels: list[tuple[str, str]], scheme_id: str, platfo
         paths = []
         for filename, sha256 in wheels:
             # A link named for the wheel (installer reads the name) to the read-only blob: no copy of
-            # a gigabyte wheel; the layer writer reads its members from it (image.wheels).
+            # a gigabyte wheel; the layer writer reads its members from it (image.wheels), each
+            # checked against the wheel's RECORD, so rot there fails the layer, named as rot.
             (folder / filename).symlink_to(store.blob(sha256))
             paths.append(folder / filename)
         return _through_links(install_wheels(paths, scheme).entries(), scheme)
 
     created_by = f"sparkimg: wheels {' '.join(f for f, _ in wheels)}"
     return _Work(name, created_by, {"wheels": sorted(wheels), "scheme": scheme_id, "installer": installer_version(),
-                                    "createdBy": created_by}, entries)
+                                    "createdBy": created_by}, entries,
+                 {sha256: store.blob(sha256) for _, sha256 in wheels})
 

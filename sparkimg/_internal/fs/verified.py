@@ -4,14 +4,15 @@ engine's load) are hashed as they pass, and a file whose bytes are not its name 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from sparkimg._internal.fs.hashing import hash_many
-from sparkimg.errors import DamagedBlobError
+from sparkimg.errors import DamagedBlobError, SparkimgError
 
 REPAIR = ("run `sparkimg store verify --repair` (it removes damaged blobs; the next build fetches or rebuilds "
           "them), then run this command again")
@@ -68,3 +69,16 @@ def damaged_error(what: str, digests: Sequence[str], detail: str = "") -> Damage
     named = ", ".join(f"sha256:{d.split(':')[-1]}" for d in digests)
     return DamagedBlobError(f"{what}: the store's blob {named} is damaged" + (f": {detail}" if detail else "")
                             + "; nothing was made from it", hint=REPAIR)
+
+
+@contextlib.contextmanager
+def rot_named(blobs: Mapping[str, Path], what: str) -> Iterator[None]:
+    """Reading ``blobs`` (hex -> file) in the block: when it fails (a zip or tar that does not
+    parse, a member whose hash is wrong), and a blob is damaged, say that instead, with the fix.
+    Nothing is hashed while all goes well."""
+    try:
+        yield
+    except SparkimgError as exc:
+        if bad := damaged({f"sha256:{name}": path for name, path in blobs.items()}):
+            raise damaged_error(what, bad, exc.message) from None
+        raise
