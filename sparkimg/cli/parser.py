@@ -8,11 +8,13 @@ them cost ~10 ms a run, a tenth of a no-op build).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from sparkimg import __version__
+from sparkimg._internal.suggest import closest
 from sparkimg._internal.units import parse_size
 
 EXAMPLES = {
@@ -77,22 +79,64 @@ class _Unbuilt:
         return self
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a "did you mean" for a misspelt command or option, and an unknown option
+    told by the command's own usage (not the root's)."""
+
+    def error(self, message: str) -> NoReturn:
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong.group(2))
+            if guess := closest(wrong.group(1), choices):
+                message = f"{message.split(' (choose from')[0]}; did you mean '{guess}'?"
+        super().error(message)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        found, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._commands().get(getattr(found, "command", None) or "")
+            (command or self).unknown(extras)
+        return found
+
+    def unknown(self, extras: Sequence[str]) -> NoReturn:
+        options = [o for action in self._actions for o in action.option_strings]
+        said = f"unrecognized arguments: {' '.join(extras)}"
+        flag = next((e.split("=")[0] for e in extras if e.startswith("-")), None)
+        if flag and (guess := closest(flag, options)):
+            said += f"; did you mean {guess}?"
+        self.error(said)
+
+    def _commands(self) -> dict[str, _Parser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
+def _global(p: argparse.ArgumentParser, *, everywhere: bool) -> None:
+    """The options every command takes, before the command or after it (``build X --store Y``):
+    after it, each is kept only when given, so it never undoes one given before."""
+    default: dict[str, Any] = {"default": argparse.SUPPRESS} if everywhere else {}
+    p.add_argument("--debug", action="store_true", help="show tracebacks for errors", **default)
+    p.add_argument("--json-logs", action="store_true", help="report progress as one JSON object per event on "
+                   "stderr (phase, layer, message, figures)", **default)
+    p.add_argument("--store", type=Path, help="content-addressed store (default: $SPARKIMG_STORE, else "
+                   "$XDG_CACHE_HOME/sparkimg, else ~/.cache/sparkimg)", **default)
+
+
 def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, only the command it names is built (all of them when it names none)."""
     only = chosen(argv) if argv is not None else None
-    root = argparse.ArgumentParser(
+    root = _Parser(
         prog="sparkimg",
         description="Reproducible, signed, cgroup-bounded vLLM image builds for DGX Spark (GB10).",
         epilog="examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument("--version", action="version", version=f"sparkimg {__version__}")
-    root.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    root.add_argument("--json-logs", action="store_true",
-                        help="report progress as one JSON object per event on stderr (phase, layer, message, figures)")
-    root.add_argument("--store", type=Path, help="content-addressed store (default: $SPARKIMG_STORE or "
-                        "~/.cache/sparkimg)")
-    sub = root.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _global(root, everywhere=False)
+    sub = root.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str, *, spec: bool = True, json_flag: bool = True) -> argparse.ArgumentParser:
         if only is not None and name != only:
@@ -103,6 +147,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             p.add_argument("spec", type=Path, metavar="SPEC", help="the layer spec (YAML)")
         if json_flag:
             p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        _global(p, everywhere=True)
         return p
 
     command("check", "validate a spec (and its lock, if present) without running a container; with a lock, "
