@@ -139,9 +139,10 @@ class BaseImage:
 
 
 def config(base: BaseImage, *, env: Mapping[str, str], labels: Mapping[str, str], epoch: int,
-           layers: Sequence[Layer]) -> bytes:
-    """The image config: the base's, with env and labels added, ``created`` and the new history
-    entries at the source epoch, and the new layers' diff_ids after the base's."""
+           layers: Sequence[Layer], runtime_fields: Mapping[str, Any] | None = None) -> bytes:
+    """The image config: the base's, with env and labels added, ``runtime_fields`` set in its
+    ``config`` (Entrypoint, Cmd, WorkingDir, User, ExposedPorts; None removes one), ``created``
+    and the new history entries at the source epoch, and the new layers' diff_ids after the base's."""
     data = {k: v for k, v in base.config_json.items() if k not in _BUILDER_FIELDS}
     runtime = dict(data.get("config") or {})
     runtime.pop("Image", None)  # the legacy builder's parent image ID: a builder detail
@@ -157,6 +158,13 @@ def config(base: BaseImage, *, env: Mapping[str, str], labels: Mapping[str, str]
             current.append(entry)
     runtime["Env"] = current
     runtime["Labels"] = {**(runtime.get("Labels") or {}), **labels}
+    for field_name, value in (runtime_fields or {}).items():
+        if value is None:
+            runtime.pop(field_name, None)
+        elif field_name == "ExposedPorts":
+            runtime[field_name] = {**(runtime.get(field_name) or {}), **value}
+        else:
+            runtime[field_name] = value
     created = rfc3339(epoch)
     history = list(data.get("history") or [])
     history += [{"created": created, "created_by": layer.created_by, "comment": "sparkimg"} for layer in layers]

@@ -107,7 +107,7 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
         pool.shutdown(cancel_futures=True)  # a failed layer: those not started never start
         layer_mod.clear(work_root)
     config = oci.config(base, env=plan.spec.env, labels=labels(plan), epoch=plan.lock.source_date_epoch,
-                       layers=written)
+                       layers=written, runtime_fields=plan.spec.run.config())
     manifest = oci.manifest(base, config, written)
     record = oci.ImageRecord(sha256_prefixed(manifest), sha256_prefixed(config), base.media_type,
                              plan.lock.base.manifest_digest, tuple(written), layer_mod.COMPRESSOR,

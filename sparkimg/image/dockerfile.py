@@ -56,6 +56,16 @@ def dockerfile(plan: Plan, base_tag: str, wheel_files: list[tuple[str, str]],
         lines.append(f"ENV {key}={json.dumps(value)}")
     for key, value in sorted((labels or {}).items()):
         lines.append(f"LABEL {json.dumps(key)}={json.dumps(value)}")
+    run = plan.spec.run
+    if run.workdir is not None:
+        lines.append(f"WORKDIR {run.workdir}")
+    if run.user is not None:
+        lines.append(f"USER {run.user}")
+    lines += [f"EXPOSE {port}" for port in run.expose]
+    if run.entrypoint is not None:
+        lines.append(f"ENTRYPOINT {json.dumps(list(run.entrypoint))}")
+    if run.cmd is not None:
+        lines.append(f"CMD {json.dumps(list(run.cmd))}")
     return "\n".join(lines) + "\n"
 
 

@@ -146,7 +146,8 @@ def statement(
     return Statement(
         subjects=tuple(subjects),
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
-                           "digest": {"sha256": hex_of(spec.digest)}}},
+                           "digest": {"sha256": hex_of(spec.digest)}},
+                  **({"run": spec.run.to_json()} if spec.run.to_json() else {})},
         internal=internal,
         dependencies=dependencies(spec, lock, blobs, base_nvcc),
         builder_version={"sparkimg": __version__},

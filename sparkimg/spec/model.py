@@ -240,6 +240,41 @@ class KernelSet:
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """How a container of the image starts when ``docker run`` is given no more (the spec's
+    ``run``): written into the image config, so they are in its digest and the receipt."""
+
+    entrypoint: tuple[str, ...] | None = None
+    cmd: tuple[str, ...] | None = None
+    workdir: str | None = None
+    user: str | None = None
+    expose: tuple[str, ...] = ()  # "8000/tcp"
+
+    def config(self) -> dict[str, Any]:
+        """The image config's ``config`` fields to set; None removes one. A new entrypoint drops the
+        base's Cmd unless ``cmd`` is given, as a Dockerfile's ENTRYPOINT does."""
+        fields: dict[str, Any] = {}
+        if self.entrypoint is not None:
+            fields["Entrypoint"] = list(self.entrypoint)
+            fields["Cmd"] = None
+        if self.cmd is not None:
+            fields["Cmd"] = list(self.cmd)
+        if self.workdir is not None:
+            fields["WorkingDir"] = self.workdir
+        if self.user is not None:
+            fields["User"] = self.user
+        if self.expose:
+            fields["ExposedPorts"] = {port: {} for port in self.expose}
+        return fields
+
+    def to_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"entrypoint": list(self.entrypoint) if self.entrypoint is not None else None,
+                                 "cmd": list(self.cmd) if self.cmd is not None else None,
+                                 "workdir": self.workdir, "user": self.user, "expose": list(self.expose)}
+        return {key: value for key, value in found.items() if value not in (None, [])}
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     digest: str
@@ -256,6 +291,7 @@ class Spec:
     env: Mapping[str, str]
     labels: Mapping[str, str]
     prewarm: KernelSet | None = None
+    run: Runtime = field(default_factory=Runtime)
     placeholders: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())  # valid, but the operator should know (spec.checker.warn)
 

@@ -46,6 +46,7 @@ from sparkimg.spec.model import (
     PatchSet,
     PathSource,
     PypiSource,
+    Runtime,
     Source,
     Spec,
     Toolchain,
@@ -64,7 +65,7 @@ RESERVED_LABEL_PREFIXES = ("org.opencontainers.image.", "dev.sparkimg.")
 
 TOP_KEYS = (
     "schema", "name", "image", "root", "platform", "cuda_architectures", "base",
-    "toolchain", "sources", "layers", "patches", "env", "labels", "prewarm",
+    "toolchain", "sources", "layers", "patches", "env", "labels", "prewarm", "run",
 )
 BASE_KEYS = ("image", "digest")
 TOOLCHAIN_KEYS = ("cuda", "path", "wheels")
@@ -146,6 +147,7 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
             c.problem(("labels", key), "is set by sparkimg itself; choose a label outside "
                       "org.opencontainers.image.* and dev.sparkimg.*")
     prewarm = _prewarm(data, c)
+    run = _runtime(data, c)
     if c.problems or None in (name, platform, base, toolchain, root) or not archs:
         return None
     assert name and platform and base and toolchain and root
@@ -165,6 +167,7 @@ def validate(data: dict[str, Any], c: Checker, disk: Disk, *, path: Path, digest
         env=env,
         labels=labels,
         prewarm=prewarm,
+        run=run,
         placeholders=tuple(c.placeholders),
         warnings=tuple(c.warnings),
     )
@@ -702,6 +705,50 @@ def _credentials(env: Mapping[str, str], path: KeyPath, c: Checker, where: str) 
     for name in env:
         if CREDENTIAL.search(name):
             c.warn((*path, name), f"looks like a credential; its value {where}")
+
+
+RUN_KEYS = ("entrypoint", "cmd", "workdir", "user", "expose")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
+_PORT = re.compile(r"^([0-9]{1,5})(/(tcp|udp|sctp))?$")
+
+
+def _runtime(data: dict[str, Any], c: Checker) -> Runtime:
+    """``run``: how the image starts (docker run's defaults), each checked as docker would take it."""
+    entry = c.mapping(data.get("run"), ("run",), "entrypoint, cmd, workdir, user, expose")
+    if not entry:
+        return Runtime()
+    c.keys(entry, RUN_KEYS, ("run",))
+
+    def words(key: str) -> tuple[str, ...] | None:
+        value = entry.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(w, str) for w in value) or (key == "entrypoint"
+                                                                                          and not value):
+            c.problem(("run", key), f"must be a list of strings (docker's exec form), e.g. {key}: "
+                      '["python3", "-m", "http.server"]; a shell line is ["sh", "-c", "..."]')
+            return None
+        return tuple(value)
+
+    workdir, user = entry.get("workdir"), entry.get("user")
+    if workdir is not None and not (isinstance(workdir, str) and clean_absolute(workdir)):
+        c.problem(("run", "workdir"), "must be a clean absolute path in the image, e.g. /srv")
+        workdir = None
+    if user is not None and not (isinstance(user, str) and _USER.match(user)):
+        c.problem(("run", "user"), "must be a user or UID, optionally :GROUP, e.g. 1000:1000 or vllm")
+        user = None
+    ports: list[str] = []
+    expose = entry.get("expose")
+    if expose is not None and not isinstance(expose, list):
+        c.problem(("run", "expose"), "must be a list of ports, e.g. [8000]")
+        expose = None
+    for index, port in enumerate(expose or []):
+        found = _PORT.match(str(port)) if isinstance(port, (int, str)) and not isinstance(port, bool) else None
+        if found is None or not 1 <= int(found.group(1)) <= 65535:
+            c.problem(("run", "expose", index), "must be a port 1-65535, optionally /tcp or /udp, e.g. 8000")
+            continue
+        ports.append(f"{int(found.group(1))}/{found.group(3) or 'tcp'}")
+    return Runtime(words("entrypoint"), words("cmd"), workdir, user, tuple(dict.fromkeys(ports)))
 
 
 def _str_map(data: Mapping[str, Any], key: str, path: KeyPath, c: Checker, *, env_keys: bool) -> dict[str, str]:
