@@ -200,3 +200,16 @@ def image_build(engine: Any, context: Path, *, tags: list[str], labels: dict[str
                           env={**os.environ, "DOCKER_BUILDKIT": "1"})
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+
+
+def rot(path: Path, how: str) -> None:
+    """Damage a store blob as a disk would: one bit flipped in the middle (``flip``), or the
+    tail cut off (``cut``); its read-only mode is kept."""
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0x01
+    else:
+        del data[-100:]
+    path.write_bytes(bytes(data))
+    os.chmod(path, 0o444)

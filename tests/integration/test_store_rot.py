@@ -7,7 +7,6 @@ naming the blob, ``verify-receipt --rehash`` and ``store verify`` find them. ``s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,9 @@ from sparkimg._internal.net.registry import ImageRef, RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.formats.canonical import hex_of
 from sparkimg.store.content import Store
+from tests.support import rot
 
 from .helpers import build_ok, cli, copy_demo
-
-
-def _rot(path: Path, how: str) -> None:
-    os.chmod(path, 0o644)
-    data = bytearray(path.read_bytes())
-    if how == "flip":
-        data[len(data) // 2] ^= 0x01
-    else:
-        del data[-100:]
-    path.write_bytes(bytes(data))
-    os.chmod(path, 0o444)
 
 
 def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
@@ -44,7 +33,7 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
     blobs = Store(store)
     assert cli(capsys, store, "store", "verify")[0] == 0
 
-    _rot(blobs.blob(layer), "flip")
+    rot(blobs.blob(layer), "flip")
     archive = tmp_path / "demo.oci.tar"
     code, _, err = cli(capsys, store, "save", str(demo), "-o", str(archive))
     assert code == 1 and f"sha256:{layer} is damaged" in err and "store verify --repair" in err, err
@@ -54,7 +43,7 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
     assert code == 1 and report["failed_stage"] == "store", report
     assert any(not c["ok"] and c["expected"] == layer for c in report["checks"]), report["checks"]
 
-    _rot(blobs.blob(config), "cut")
+    rot(blobs.blob(config), "cut")
     repository = f"{registry}/sparkimg-test/rot-{layer[:8]}"
     code, _, err = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "latest")
     assert code == 1 and "is damaged" in err, err
@@ -92,7 +81,7 @@ def test_a_layer_written_from_a_rotten_fetched_wheel_names_the_blob_and_a_repair
     first = build_ok(capsys, store, demo)
     six = json.loads(demo.with_name("demo.yaml.lock.json").read_text())["sources"]["six"]["sha256"]
     blobs = Store(store)
-    _rot(blobs.blob(six), how)
+    rot(blobs.blob(six), how)
     # A layer not written yet (its record gone, as for a new key) is made from the rotten wheel.
     for record in [*(store / "records" / "oci-layers").iterdir(), *(store / "records" / "images").iterdir()]:
         record.unlink()

@@ -16,19 +16,7 @@ from sparkimg.errors import DamagedBlobError
 from sparkimg.image.layer import Entry, tar_into
 from sparkimg.store.content import Store
 from sparkimg.store.fsck import verify_store
-
-
-def _rot(store: Store, sha256: str, how: str) -> None:
-    """Damage a blob as a disk would: one bit flipped in the middle, or the tail cut off."""
-    path = store.blob(sha256)
-    os.chmod(path, 0o644)
-    data = bytearray(path.read_bytes())
-    if how == "flip":
-        data[len(data) // 2] ^= 0x10
-    else:
-        del data[-7:]
-    path.write_bytes(bytes(data))
-    os.chmod(path, 0o444)
+from tests.support import rot
 
 
 def _store(tmp_path: Path) -> tuple[Store, list[str]]:
@@ -41,7 +29,7 @@ def test_a_reader_of_a_damaged_blob_raises_at_its_end_naming_it(tmp_path: Path, 
     store, blobs = _store(tmp_path)
     with store.reader(blobs[1], "push") as sound:
         assert sound.read(1 << 30) == store.blob(blobs[1]).read_bytes()
-    _rot(store, blobs[0], how)
+    rot(store.blob(blobs[0]), how)
     with store.reader(blobs[0], "push: blob X") as reader, \
             pytest.raises(DamagedBlobError, match=f"push: blob X: the store's blob sha256:{blobs[0]} is damaged"):
         while reader.read(1 << 20):
@@ -61,7 +49,7 @@ def test_a_layer_written_from_a_damaged_blob_fails_and_a_sound_one_is_written(tm
     with tarfile.open(fileobj=io.BytesIO(sink.getvalue())) as done:
         member = done.extractfile("etc/patch")
         assert member is not None and member.read() == store.blob(blobs[2]).read_bytes()
-    _rot(store, blobs[2], "flip")
+    rot(store.blob(blobs[2]), "flip")
     with pytest.raises(DamagedBlobError, match=blobs[2]):
         tar_into([Entry("etc/patch", "file", source=store.blob(blobs[2]), sha256=blobs[2])], 0, io.BytesIO())
 
@@ -69,8 +57,8 @@ def test_a_layer_written_from_a_damaged_blob_fails_and_a_sound_one_is_written(tm
 def test_store_verify_finds_each_damaged_blob_and_repair_removes_only_those(tmp_path: Path) -> None:
     store, blobs = _store(tmp_path)
     assert verify_store(store).ok
-    _rot(store, blobs[0], "flip")
-    _rot(store, blobs[3], "cut")
+    rot(store.blob(blobs[0]), "flip")
+    rot(store.blob(blobs[3]), "cut")
     found = verify_store(store, workers=2)
     assert not found.ok and found.exit_code == 1 and found.blobs == 5
     assert sorted(d.sha256 for d in found.damaged) == sorted([blobs[0], blobs[3]])
