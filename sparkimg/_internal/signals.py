@@ -5,7 +5,7 @@ The first signal raises ``Interrupted`` (a ``KeyboardInterrupt``, so every clean
 Ctrl-C handles both) in the main thread; a second one ends the process at once. Python runs a
 handler between bytecodes of the main thread, so the exception can land inside a finalizer
 (``__del__``) or a callback that swallows it: the signal is remembered, and ``check`` raises it
-again at the points a build must not pass once stopped (signing a receipt, loading an image);
+again where a build must not pass once stopped (before it signs a receipt);
 ``cli.run`` turns a remembered signal into its exit code even if nothing raised it.
 """
 
