@@ -192,8 +192,8 @@ def save(store: Store, images: Sequence[ToSave], target: Path, *, without_base: 
         if not image.name or "@" in image.name:
             raise UsageError(f"{target}: no name to load the image as ({image.name!r})", hint="pass --tag REPO:TAG")
         record = image.record
-        manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
-        config = store.blob(hex_of(record.config_digest)).read_bytes()
+        manifest = store.read_checked(hex_of(record.manifest_digest), "save: the image manifest")
+        config = store.read_checked(hex_of(record.config_digest), "save: the image config")
         base_layers = [d.digest for d in image.base.layers]
         mine = layers_in_store(record, image.base, image.base_repository, store, report, with_base=not without_base)
         subject = oci.Descriptor(record.media_type, record.manifest_digest, len(manifest))

@@ -118,8 +118,8 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     to = target_of(target)
     client = client or RegistryClient()
     base_ref = ImageRef.parse(lock.base.repository)
-    manifest = store.blob(hex_of(record.manifest_digest)).read_bytes()
-    config = store.blob(hex_of(record.config_digest)).read_bytes()
+    manifest = store.read_checked(hex_of(record.manifest_digest), "push: the image manifest")
+    config = store.read_checked(hex_of(record.config_digest), "push: the image config")
     new = [layer.descriptor for layer in record.layers]
     if compression is not None:
         new = _compressed(record, store, compression, threads, report)

@@ -145,6 +145,14 @@ class Store:
     def verify(self, sha256: str) -> bool:
         return self.has(sha256) and sha256_file(self.blob(sha256)) == sha256
 
+    def read_checked(self, sha256: str, what: str) -> bytes:
+        """A small blob's bytes (a manifest, a config), refused (``DamagedBlobError``) unless they
+        are its name: for documents that leave the store whole."""
+        with self.reader(sha256, what) as reader:
+            data = reader.read()
+            reader.check()
+        return data
+
     def reader(self, sha256: str, what: str) -> VerifiedReader:
         """The blob, hashed as it is read: for bytes that leave the store (an archive, an upload, an
         engine's load), which raise ``DamagedBlobError`` at its end when they are not its name."""

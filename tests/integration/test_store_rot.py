@@ -7,6 +7,7 @@ naming the blob, ``verify-receipt --rehash`` and ``store verify`` find them. ``s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,35 @@ def test_a_layer_written_from_a_rotten_fetched_wheel_names_the_blob_and_a_repair
     again = build_ok(capsys, store, demo)  # fetched again by its pin, the layer written again
     assert again["oci"] == first["oci"] and blobs.verify(six)
     engine.remove_image(first["image"]["reference"])
+
+
+def test_each_kind_of_image_blob_flipped_or_cut_leaves_by_neither_save_nor_push(
+    tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    built = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    blobs = Store(store)
+    kinds = {"manifest": built["oci"]["manifest"], "config": built["oci"]["config"],
+             "layer": built["oci"]["diff_ids"][-1]}
+    for kind, digest in kinds.items():
+        path = blobs.blob(hex_of(digest))
+        sound = path.read_bytes()
+        for how in ("flip", "cut"):
+            rot(path, how)
+            archive = tmp_path / f"{kind}-{how}.tar"
+            code, _, err = cli(capsys, store, "save", str(demo), "-o", str(archive))
+            assert code == 1 and f"{digest} is damaged" in err and not archive.exists(), (kind, how, err)
+            repository = f"{registry}/sparkimg-test/rot-{kind}-{how}-{hex_of(digest)[:8]}"
+            code, _, err = cli(capsys, store, "push", str(demo), "--to", repository, "--tag", "latest")
+            assert code == 1 and f"{digest} is damaged" in err, (kind, how, err)
+            ref = ImageRef.parse(repository)
+            listed = RegistryClient().send("GET", ref, f"{ref.base_url}/tags/list", ok=(200, 404))
+            assert listed.status_code == 404 or not (listed.json().get("tags") or []), (kind, how, listed.text)
+            os.chmod(path, 0o644)
+            path.write_bytes(sound)
+            os.chmod(path, 0o444)
+    assert cli(capsys, store, "save", str(demo), "-o", str(tmp_path / "sound.tar"))[0] == 0
+    engine.remove_image(built["image"]["reference"])
