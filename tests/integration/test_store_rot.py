@@ -73,26 +73,31 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
 
 
 @pytest.mark.parametrize("how", ["flip", "cut"])
-def test_a_layer_written_from_a_rotten_fetched_wheel_names_the_blob_and_a_repair_fetches_it_again(
-    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str], how: str
+@pytest.mark.parametrize("kind", ["fetched wheel", "compiled wheel"])
+def test_a_layer_written_from_a_rotten_wheel_names_the_blob_and_a_repair_makes_it_again(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str], how: str, kind: str
 ) -> None:
     demo = copy_demo(tmp_path / "project")
     store = tmp_path / "store"
     assert cli(capsys, store, "lock", str(demo))[0] == 0
     first = build_ok(capsys, store, demo)
-    six = json.loads(demo.with_name("demo.yaml.lock.json").read_text())["sources"]["six"]["sha256"]
+    if kind == "fetched wheel":  # six, from PyPI
+        wheel = json.loads(demo.with_name("demo.yaml.lock.json").read_text())["sources"]["six"]["sha256"]
+    else:  # the demo kernel's wheel, the compile layer's output
+        record = json.loads((store / "records" / "layers" / f"{first['layers'][0]['key']}.json").read_text())
+        wheel = record["outputs"][0]["sha256"]
     blobs = Store(store)
-    rot(blobs.blob(six), how)
+    rot(blobs.blob(wheel), how)
     # A layer not written yet (its record gone, as for a new key) is made from the rotten wheel.
-    for record in [*(store / "records" / "oci-layers").iterdir(), *(store / "records" / "images").iterdir()]:
-        record.unlink()
+    for done in [*(store / "records" / "oci-layers").iterdir(), *(store / "records" / "images").iterdir()]:
+        done.unlink()
     engine.remove_image(first["image"]["reference"])
     code, _, err = cli(capsys, store, "build", str(demo), "--quiet")
-    assert code == 1 and f"sha256:{six} is damaged" in err and "store verify --repair" in err, err
+    assert code == 1 and f"sha256:{wheel} is damaged" in err and "store verify --repair" in err, err
     code, found, _ = cli(capsys, store, "store", "verify", "--repair", "--json")
-    assert code == 0 and [d["blob"] for d in found["damaged"]] == [f"sha256:{six}"]
-    again = build_ok(capsys, store, demo)  # fetched again by its pin, the layer written again
-    assert again["oci"] == first["oci"] and blobs.verify(six)
+    assert code == 0 and [d["blob"] for d in found["damaged"]] == [f"sha256:{wheel}"]
+    again = build_ok(capsys, store, demo)  # fetched again by its pin, or compiled again: the same bytes
+    assert again["oci"] == first["oci"] and blobs.verify(wheel)
     engine.remove_image(first["image"]["reference"])
 
 
