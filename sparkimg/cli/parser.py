@@ -324,7 +324,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 "IMAGE:nightly in the engine (and REPO:nightly in the registry when it was pushed)")
     p.add_argument("--to", required=True, metavar="ENTRY", help="the known-good night's entry id")
     p.add_argument("--state", type=Path, metavar="DIR", help="the state folder (default: SPEC.nightly)")
-    p = command("doctor", "check this machine: engine, BuildKit/buildx, registry, nvcc, store", spec=False)
+    p = command("doctor", "check this machine: Python, engine, cgroups, memory, nvcc, emulation of the other "
+                "platform, the store (its size, and every blob against its name)", spec=False)
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")
     p = command("sbom", "what is inside the built image: its Debian packages, Python distributions, compiled "
