@@ -12,6 +12,7 @@ from sparkimg.lock.resolve import load_checked
 from sparkimg.pipeline.context import engine_of, spec_of
 from sparkimg.sbom.layers import readings
 from sparkimg.store.content import Store
+from sparkimg.store.roots import remember_root
 
 
 def fetched(spec_path: Path, store: Store, report: Reporter = silent) -> Fetched:
@@ -21,4 +22,7 @@ def fetched(spec_path: Path, store: Store, report: Reporter = silent) -> Fetched
     base = base_image(lock, store, report=report)
     readings([d.digest for d in base.layers], store, base_repository=lock.base.repository,
              base_sizes={d.digest: d.size for d in base.layers}, report=report)
+    # Fetched now, built later (offline): the spec's root names its lock, so gc keeps what the
+    # lock pins until the next lock, built or not.
+    remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=())
     return found

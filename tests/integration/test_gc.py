@@ -120,3 +120,24 @@ def test_gc_while_a_build_runs_removes_none_of_its_files_and_the_build_finishes(
             build.kill()
         if reference:
             engine.remove_image(reference)
+
+
+def test_fetch_now_build_offline_later_survives_a_gc(
+    tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What ``fetch`` put in the store is rooted by the spec's lock until the next lock, so a gc
+    between the fetch and an offline build removes none of it (issue 40)."""
+    from sparkimg.store.content import Store
+
+    from .helpers import copy_demo
+
+    demo = copy_demo(tmp_path / "project")
+    store = tmp_path / "store"
+    assert cli(capsys, store, "lock", str(demo))[0] == 0
+    assert cli(capsys, store, "fetch", str(demo))[0] == 0
+    locked = json.loads(demo.with_name("demo.yaml.lock.json").read_text())
+    six = locked["sources"]["six"]["sha256"]
+    code, collected, err = cli(capsys, store, "gc", "--json")
+    assert code == 0, err
+    assert Store(store).has(six), collected
+    assert not any(six in str(d.get("path", "")) for d in collected.get("removed", [])), collected
