@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 _received: list[int] = []  # the first signal, once one came
 
@@ -53,13 +55,28 @@ def handled() -> Iterator[None]:
         return
     _received.clear()
     before = {each: signal.getsignal(each) for each in (signal.SIGINT, signal.SIGTERM)}
+    hook = sys.unraisablehook
     for each in before:
         signal.signal(each, _first)
+    sys.unraisablehook = _quiet(hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for each, handler in before.items():
             signal.signal(each, handler)
+
+
+def _quiet(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """Python prints a traceback for an exception it must drop (one raised in a ``__del__``): for
+    our own stop, remembered above and raised again, that is noise; anything else is printed."""
+
+    def quiet(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
+            return None
+        return hook(unraisable)
+
+    return quiet
 
 
 def received() -> int | None:

@@ -23,6 +23,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         code = _run(args)
         if (signum := signals.received()) is not None and code != 128 + signum:  # raised and swallowed
             from sparkimg.cli import render
+            from sparkimg.store.content import remove_own_work
+
+            remove_own_work()
 
             render.error_text(f"stopped by {signal_name(signum)}; nothing half-written was kept")
             return 128 + signum
@@ -66,6 +69,9 @@ def _run(args: argparse.Namespace) -> int:
         render.error(exc, json_logs=args.json_logs)
         return exc.exit_code
     except KeyboardInterrupt as exc:
+        from sparkimg.store.content import remove_own_work
+
+        remove_own_work()  # what a cleanup cut short by the signal left
         if isinstance(exc, Interrupted):
             render.error_text(f"stopped by {signal_name(exc.signum)}; nothing half-written was kept")
             return exc.exit_code

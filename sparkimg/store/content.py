@@ -32,6 +32,20 @@ SWEEP_AGE_S = 30
 LEASE = ".sparkimg-lease"  # in each work folder: flocked by the process that works there
 
 
+_OWN_WORK: list[Path] = []  # every work folder this process leased, in any store
+
+
+def remove_own_work() -> int:
+    """Remove the work folders this process leased that are still there: what a run stopped by a
+    signal leaves when a cleanup of its own was cut short (the sweep would take them only once
+    this process is gone). Returns how many."""
+    left = [folder for folder in _OWN_WORK if folder.exists()]
+    for folder in left:
+        shutil.rmtree(folder, ignore_errors=True)
+    _OWN_WORK.clear()
+    return len(left)
+
+
 def default_root() -> Path:
     return default_store()
 
@@ -218,6 +232,7 @@ class Store:
         handle = open(folder / LEASE, "a")  # noqa: SIM115 (held open: the flock is the lease)
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         self._leases.append(handle)
+        _OWN_WORK.append(folder)
         return folder
 
     def discard(self, folder: Path, what: str) -> None:
