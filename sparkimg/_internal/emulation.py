@@ -45,6 +45,18 @@ def native() -> str:
     return NATIVE.get(machine, f"linux/{machine}")
 
 
+def refusal(held: object, platform: str | None, verb: str, otherwise: str) -> tuple[str, str] | None:
+    """(message, hint) when an image of platform ``held`` is not the one asked for (``platform``,
+    or this machine's when None): what ``pull``, ``load`` and ``run-args`` refuse, and how to ask
+    for it anyway (``verb`` it here under emulation) or instead (``otherwise``); None when it is."""
+    wanted = platform or native()
+    if held == wanted:
+        return None
+    return (f"the image is for {held}, not {wanted}" + ("" if platform else " (this machine's)"),
+            f"pass --platform {held} to {verb} it here anyway (it runs under emulation)" if platform is None
+            else f"leave --platform out, or {otherwise}")
+
+
 def header(platform: str) -> bytes:
     """The first 20 bytes of a 64-bit little-endian executable of ``platform``'s machine."""
     number = next(n for n, name in elf.CPU.items() if name == ARCHS[platform])

@@ -283,7 +283,7 @@ def load_archive(path: Path, key: PublicKey, engine: Engine, store: Store, *, re
 
 def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, *, recipe: Path | None,
           tag: str | None, receipt_out: Path | None, platform: str | None, report: Reporter) -> Loaded:
-    from sparkimg._internal.emulation import native
+    from sparkimg._internal.emulation import native, refusal
 
     wanted = platform or native()
     files = _unpack(path, work)
@@ -304,10 +304,8 @@ def _load(path: Path, key: PublicKey, engine: Engine, store: Store, work: Path, 
     if len(layers) != len(diff_ids):
         raise LoadRefused(f"{path}: the manifest has {len(layers)} layers, the config {len(diff_ids)} diff_ids")
     held = f"{image.config_json.get('os', '?')}/{image.config_json.get('architecture', '?')}"
-    if held != wanted:
-        raise LoadRefused(f"{path}: the image is for {held}, not {wanted}" + ("" if platform else " (this machine's)"),
-                          hint=f"pass --platform {held} to load it here anyway (it runs under emulation)"
-                          if platform is None else "leave --platform out, or load an archive of that platform")
+    if refused := refusal(held, platform, "load", "load an archive of that platform"):
+        raise LoadRefused(f"{path}: {refused[0]}", hint=refused[1])
     if (oci.blob_path(config_digest), [oci.blob_path(d) for d in layers]) not in [(c, ls) for c, _, ls in docker]:
         raise LoadRefused(f"{path}: manifest.json (what `docker load` reads) is not the image the OCI index "
                           f"names ({entry.manifest.digest})")

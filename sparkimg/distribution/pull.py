@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.emulation import native
+from sparkimg._internal.emulation import native, refusal
 from sparkimg._internal.net.registry import INDEX_TYPES, MANIFEST_TYPES, ImageRef, RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
@@ -81,11 +81,8 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
         config = config_of(str((oci.BaseImage(manifest, b"{}").manifest_json.get("config") or {}).get("digest")))
         found = loads(config) if config is not None else {}
         held = f"{found.get('os', '?')}/{found.get('architecture', '?')}" if isinstance(found, dict) else "?/?"
-        if held != wanted:
-            raise PullRefused(f"{reference}: the image is for {held}, not {wanted}" + ("" if platform else
-                                                                                      " (this machine's)"),
-                              hint=f"pass --platform {held} to pull it here anyway (it runs under emulation)"
-                              if platform is None else "leave --platform out, or pull a tag that holds that platform")
+        if refused := refusal(held, platform, "pull", "pull a tag that holds that platform"):
+            raise PullRefused(f"{reference}: {refused[0]}", hint=refused[1])
     receipt_digest, facts, envelope = _verified_receipt(client, ref, manifest, config_of, key, recipe, report)
     sbom = _verified_sbom(client, ref, manifest_digest, envelope, key, report)
     config_digest = str(facts.get("image.id"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkimg._internal.emulation import native
+from sparkimg._internal.emulation import native, refusal
 from sparkimg._internal.fs.hashing import hash_many
 from sparkimg.errors import RunArgsError
 from sparkimg.formats.statement import facts, parse_statement
@@ -58,13 +58,9 @@ def run_args(receipt: Path, root: Path, key: PublicKey | None = None, cache: Pat
     if key is not None and (why := envelope.check_signature(key)):
         raise RunArgsError(f"{receipt}: {why}", hint="run `sparkimg verify-receipt` to see every check")
     data = parse_statement(envelope.payload, str(receipt))
-    asked, found = platform or native(), facts(data).get("platform")
-    if found != asked:
-        raise RunArgsError(f"{receipt}: the image is for {found}, not {asked}" + ("" if platform else
-                                                                                    " (this machine's)"),
-                           hint=f"pass --platform {found} to run it here under emulation" if platform is None
-                           else "leave --platform out, or pass the receipt of that platform's image")
-    foreign = asked if asked != native() else None
+    if refused := refusal(facts(data).get("platform"), platform, "run", "pass the receipt of that platform's image"):
+        raise RunArgsError(f"{receipt}: {refused[0]}", hint=refused[1])
+    foreign = platform if platform not in (None, native()) else None
     wanted = [d for d in data.dependencies if d.name.startswith("patch:") and d.notes.get("mode") == "mount"]
     paths = {d.name: (root / (d.uri or "").removeprefix("file:")).resolve() for d in wanted}
     hashed = hash_many(paths.values())

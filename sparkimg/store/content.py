@@ -235,13 +235,19 @@ class Store:
         _OWN_WORK.append(folder)
         return folder
 
-    def discard(self, folder: Path, what: str) -> None:
-        """Remove a folder of the store by one rename into a leased work folder, then delete it
-        there: a kill -9 leaves the whole folder in place, or a work folder the sweep removes,
-        never half of it where a reader looks."""
-        gone = self.temp_dir(f"{what}-gone.") / folder.name
-        folder.rename(gone)
-        shutil.rmtree(gone, ignore_errors=True)
+    def discard(self, path: Path, what: str) -> None:
+        """Remove a folder or file of the store by one rename into a leased work folder, then
+        delete it there: a kill -9 leaves the whole of it in place, or a work folder the sweep
+        removes, never half of it where a reader looks. One already gone is left gone."""
+        gone = self.temp_dir(f"{what}-gone.") / path.name
+        try:
+            path.rename(gone)
+        except FileNotFoundError:  # another process removed it first
+            return
+        if gone.is_dir():
+            shutil.rmtree(gone, ignore_errors=True)
+        else:
+            gone.unlink(missing_ok=True)
 
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """An exclusive lock shared by all sparkimg processes on this store."""

@@ -11,7 +11,6 @@ touched: a record naming a blob the store lacks is what a fresh store looks like
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -94,7 +93,7 @@ def verify_store(store: Store, *, repair: bool = False, workers: int | None = No
                                                           "finished": False}))
     if repair:
         for blob in damaged:
-            _remove(store, folder / blob.sha256)
+            store.discard(folder / blob.sha256, "damaged")
             report(Event(Phase.VERIFY, f"removed damaged blob sha256:{blob.sha256}; the next build fetches or "
                          "rebuilds it"))
     seconds = time.perf_counter() - started
@@ -110,12 +109,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _remove(store: Store, blob: Path) -> None:
-    """One rename out of ``blobs/`` (a reader then sees the blob absent, never half of it), then
-    deleted with the leased folder it went to."""
-    gone = store.temp_dir("damaged.")
-    with contextlib.suppress(FileNotFoundError):  # another process removed it first
-        blob.rename(gone / blob.name)
-    (gone / blob.name).unlink(missing_ok=True)

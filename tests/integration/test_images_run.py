@@ -13,17 +13,14 @@ import pytest
 
 from sparkimg.engine.protocol import Engine
 
-from .helpers import build_ok, cli, copy_demo
+from .helpers import cli
+from .nodes import signed_demo
 
 
 def test_the_printed_serve_command_runs_the_demo(
     tmp_path: Path, engine: Engine, demo_base: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    demo = copy_demo(tmp_path / "project")
-    store = tmp_path / "store"
-    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
-    assert cli(capsys, store, "lock", str(demo))[0] == 0
-    built = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    demo, store, _, built = signed_demo(tmp_path)
     image = built["image"]["reference"]
     code, args, err = cli(capsys, store, "run-args", built["receipt"], "--root", str(demo.parent.parent), "--json")
     assert code == 0, err

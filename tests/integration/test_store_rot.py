@@ -19,16 +19,13 @@ from sparkimg.store.content import Store
 from tests.support import rot
 
 from .helpers import build_ok, cli, copy_demo
+from .nodes import signed_demo
 
 
 def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
     tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    demo = copy_demo(tmp_path / "project")
-    store = tmp_path / "store"
-    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
-    assert cli(capsys, store, "lock", str(demo))[0] == 0
-    first = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    demo, store, _, first = signed_demo(tmp_path)
     reference, oci_ = first["image"]["reference"], first["oci"]
     layer, config = hex_of(oci_["diff_ids"][-1]), hex_of(oci_["config"])  # sparkimg stores layers plain
     blobs = Store(store)
@@ -39,7 +36,7 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
     code, _, err = cli(capsys, store, "save", str(demo), "-o", str(archive))
     assert code == 1 and f"sha256:{layer} is damaged" in err and "store verify --repair" in err, err
     assert not archive.exists() and not list(tmp_path.glob(".demo.oci.tar.*"))
-    code, report, _ = cli(capsys, store, "verify-receipt", first["receipt"], "--key", str(tmp_path / "k.pub"),
+    code, report, _ = cli(capsys, store, "verify-receipt", first["receipt"], "--key", str(tmp_path / "trusted.pub"),
                           "--rehash", "--json")
     assert code == 1 and report["failed_stage"] == "store", report
     assert any(not c["ok"] and c["expected"] == layer for c in report["checks"]), report["checks"]
@@ -66,7 +63,7 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
     assert code == 0 and found["repaired"] and not blobs.has(layer) and not blobs.has(config)
     assert cli(capsys, store, "store", "verify")[0] == 0
 
-    again = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    again = build_ok(capsys, store, demo, "--key", str(tmp_path / "trusted.key"))
     assert again["oci"] == oci_ and engine.image_id(reference) == oci_["config"]
     assert blobs.verify(layer) and blobs.verify(config)
     engine.remove_image(reference)
@@ -104,11 +101,7 @@ def test_a_layer_written_from_a_rotten_wheel_names_the_blob_and_a_repair_makes_i
 def test_each_kind_of_image_blob_flipped_or_cut_leaves_by_neither_save_nor_push(
     tmp_path: Path, engine: Engine, demo_base: str, registry: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    demo = copy_demo(tmp_path / "project")
-    store = tmp_path / "store"
-    assert cli(capsys, store, "keygen", "--out", str(tmp_path / "k"))[0] == 0
-    assert cli(capsys, store, "lock", str(demo))[0] == 0
-    built = build_ok(capsys, store, demo, "--key", str(tmp_path / "k.key"))
+    demo, store, _, built = signed_demo(tmp_path)
     blobs = Store(store)
     kinds = {"manifest": built["oci"]["manifest"], "config": built["oci"]["config"],
              "layer": built["oci"]["diff_ids"][-1]}
