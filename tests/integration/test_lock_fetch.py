@@ -92,7 +92,7 @@ def test_lock_resolves_git_branch_tag_and_short_sha(
     feature = git(upstream, "rev-parse", "dsv41-feat")
     tagged = git(upstream, "rev-parse", "v1^{commit}")
     for i, (pin, expected) in enumerate([("    ref: dsv41-feat\n", feature), ("    ref: v1\n", tagged),
-                                         (f"    ref: dsv41-feat\n    commit: {feature[:8]}\n", feature)]):
+                                         (f"    ref: dsv41-feat\n    commit: \"{feature[:8]}\"\n", feature)]):
         spec = load_spec(project(_git_spec(demo_base, upstream, pin), f"git{i}.yaml"))
         entry = lock_mod.resolve(spec, store).sources["up"]
         assert isinstance(entry, GitPin) and entry.commit == expected and len(entry.commit) == 40
