@@ -5,6 +5,9 @@ Only ``cli.run`` turns these into exit codes; library code raises them.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 
 class SparkimgError(Exception):
     """Base error. ``exit_code`` is what the CLI exits with; the message says what to do."""
@@ -18,6 +21,10 @@ class SparkimgError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``--json`` and ``--json-logs`` say of the error (the keys a script reads)."""
+        return {"error": self.message, "hint": self.hint, "exit_code": self.exit_code}
 
 
 class UsageError(SparkimgError):
@@ -36,6 +43,24 @@ class SpecError(UsageError):
         count = sum(1 for p in problems if not p.startswith(" "))
         noun = "problem" if count == 1 else "problems"
         super().__init__(f"{path}: {count} {noun}:\n{lines}")
+
+    def to_json(self) -> dict[str, Any]:
+        """Each problem apart, with its file, line and field: a script (an editor, CI annotations)
+        points at each one without parsing the message."""
+        listed: list[dict[str, Any]] = []
+        for problem in self.problems:
+            if problem.startswith(" ") and listed:  # a line that goes on the problem above
+                listed[-1]["message"] += "\n" + problem.strip()
+                continue
+            found = _PROBLEM.match(problem)
+            listed.append({"file": found["file"], "line": int(found["line"]), "field": found["field"],
+                           "message": found["message"]} if found else
+                          {"file": self.path, "line": None, "field": None, "message": problem})
+        return {**super().to_json(), "file": self.path, "problems": listed}
+
+
+# How the spec checker words a problem (``spec.checker.Checker.problem``): FILE:LINE: FIELD: MESSAGE.
+_PROBLEM = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<field>[^:]+?): (?P<message>.*)$", re.DOTALL)
 
 
 class EnvelopeError(UsageError):

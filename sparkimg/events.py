@@ -65,14 +65,22 @@ class Event:
     time: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
-        return {"time": round(self.time, 3), "phase": self.phase.value, "kind": self.kind.value,
-                "layer": self.layer, "message": self.message, "figures": dict(self.figures)}
+        return record(self.kind.value, self.message, phase=self.phase.value, layer=self.layer,
+                      figures=self.figures, at=self.time)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Event:
         """An event as ``to_json`` wrote it, reported again now (a replayed no-op)."""
         return cls(Phase(data["phase"]), str(data["message"]), data.get("layer"), Kind(data["kind"]),
                    dict(data.get("figures") or {}))
+
+
+def record(kind: str, message: str, *, phase: str | None = None, layer: str | None = None,
+           figures: Mapping[str, Figure] | None = None, at: float | None = None) -> dict[str, Any]:
+    """One ``--json-logs`` line's keys, the same for an event and for what is not one (an error,
+    a warning or a mismatch the CLI says): a log collector reads every line alike."""
+    return {"time": round(time.time() if at is None else at, 3), "phase": phase, "kind": kind, "layer": layer,
+            "message": message, "figures": dict(figures or {})}
 
 
 Reporter = Callable[[Event], None]

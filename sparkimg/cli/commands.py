@@ -16,6 +16,7 @@ from sparkimg._internal.units import format_size
 from sparkimg.cli import render
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter
+from sparkimg.formats.results import result_schema
 from sparkimg.formats.steps import Step
 
 
@@ -23,10 +24,11 @@ def _reporter(args: argparse.Namespace) -> Reporter:
     return render.reporter(json_logs=args.json_logs, quiet=getattr(args, "quiet", False))
 
 
-def _emit(args: argparse.Namespace, data: dict[str, Any]) -> bool:
-    """Print ``data`` as JSON when ``--json`` was given; True when it was."""
+def _emit(args: argparse.Namespace, data: dict[str, Any], *, document: bool = False) -> bool:
+    """Print ``data`` as JSON when ``--json`` was given, with its schema (``formats.results``) unless
+    it is a ``document`` of a format of its own (an SBOM); True when it was printed."""
     if args.json:
-        render.print_json(data)
+        render.print_json(data if document or "schema" in data else {"schema": result_schema(args.command), **data})
     return bool(args.json)
 
 
@@ -45,7 +47,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
                for name, v in ((n, pin.to_json()) for n, pin in model.sources.items())}
     data = {"lock": str(written.path), "digest": written.digest, "base": model.base.to_json(), "sources": sources}
     if not _emit(args, data):
-        render.line(f"wrote {written.path} ({written.digest[:19]})")
+        render.line(f"wrote {written.path} ({render.ident(written.digest, 19)})")
     return 0
 
 
@@ -64,9 +66,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     planned = api.plan(args.spec, store=args.store, report=_reporter(args))
     plan = planned.plan
     if _emit(args, {"image": {"reference": plan.image_ref, "id": planned.image_id}, "receipt": None,
-                    "layers": [layer.to_json() for layer in plan.layers]}):
+                    "layers": [layer.to_plan_json() for layer in plan.layers]}):
         return 0
-    rows: list[list[render.Cell]] = [[layer.name, layer.kind, layer.key[:16],
+    rows: list[list[render.Cell]] = [[layer.name, layer.kind, render.ident(layer.key, 16),
              render.state("cached", "green") if layer.cached else render.state("to build", "yellow"),
              ", ".join(layer.changed) or "-"] for layer in plan.layers]
     render.table(f"{plan.spec.name}: {plan.image_ref}", ["layer", "kind", "key", "state", "changed since last build"],
@@ -179,13 +181,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
 def cmd_sbom(args: argparse.Namespace) -> int:
     shown = api.sbom(args.source, key=args.key, store=args.store, report=_reporter(args))
     document = shown.document
-    if _emit(args, document):
+    if _emit(args, document, document=True):
         return 0
     rows: list[list[render.Cell]] = []
     for package in document["packages"][1:]:
         sums = {c["algorithm"]: c["checksumValue"] for c in package.get("checksums", [])}
         rows.append([package["primaryPackagePurpose"].lower(), package["name"], package.get("versionInfo", ""),
-                     (sums.get("SHA256") or "")[:16] or package.get("comment", "")[:60]])
+                     render.ident(sums.get("SHA256") or "", 16) or package.get("comment", "")[:60]])
     render.table(f"{document['name']}: {len(rows)} package(s)", ["kind", "name", "version", "sha256 or note"], rows)
     render.line(f"from {shown.source}; signature: {shown.signature}")
     return 0
@@ -221,8 +223,9 @@ def cmd_patches(args: argparse.Namespace) -> int:
 
 
 def _short(value: Any) -> str:
+    """A value of a verify table: a long one shortened on a terminal, whole anywhere else."""
     text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 40 else text[:23] + "…" + text[-8:]
+    return text if len(text) <= 40 or not render.terminal() else text[:23] + "…" + text[-8:]
 
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
@@ -262,7 +265,8 @@ def cmd_show_receipt(args: argparse.Namespace) -> int:
     statement = shown.statement
     metadata = statement.metadata or api.RunMetadata()
     render.line((statement.image.name, "bold"), f"  {statement.image.sha256}")
-    render.line(f"signature: {shown.signature}; keyids: {', '.join(s.keyid[:16] for s in signatures) or 'none'}")
+    keyids = ", ".join(render.ident(s.keyid, 16) for s in signatures) or "none"
+    render.line(f"signature: {shown.signature}; keyids: {keyids}")
     render.line(f"built {metadata.started_on or '?'} -> {metadata.finished_on or '?'} by "
                 f"{statement.builder_id} ({metadata.invocation_id or 'no invocation id recorded'})")
     rows = [[name, value if isinstance(value, str) else json.dumps(value)]
@@ -286,7 +290,7 @@ def _layer_row(name: str, notes: Mapping[str, Any]) -> list[render.Cell]:
     peak = metrics.get("peak_memory")
     audit: list[Any] = notes["audit"] if isinstance(notes.get("audit"), list) else []
     sms = sorted({str(sm) for r in audit if isinstance(r, dict) and isinstance(r.get("sm"), list) for sm in r["sm"]})
-    return [name, str(notes.get("key", "?"))[:16], number("wall_s", "s"), number("cpu_s", "s"),
+    return [name, render.ident(str(notes.get("key", "?")), 16), number("wall_s", "s"), number("cpu_s", "s"),
             format_size(peak) if isinstance(peak, int) and not isinstance(peak, bool) and peak > 0 else "?",
             ", ".join(f"sm_{s}" for s in sms) or "-"]
 
@@ -441,16 +445,16 @@ def cmd_history(args: argparse.Namespace) -> int:
                      ", ".join(e.rebuilt) or "-", "yes" if e.known_good else "-",
                      e.image.reference if e.image else "-"])
     render.table(f"nightly history of {args.spec} (* in service)",
-                 ["entry", "status", "failed at", "moved", "rebuilt", "known-good", "image"], rows)
+                 ["entry", "status", "failed at", "moved", "rebuilt", "known-good", "image"], rows, whole=["entry"])
     return 0
 
 
 def _abbrev(value: str | None) -> str:
-    """A commit or digest cut to 12 hex digits; a version as it is."""
+    """A commit or digest cut to 12 hex digits on a terminal; a version as it is; whole off a terminal."""
     if value is None:
         return "(none)"
     hexpart = value.removeprefix("sha256:")
-    return hexpart[:12] if len(hexpart) in (40, 64) else value
+    return render.ident(hexpart, 12) if len(hexpart) in (40, 64) else value
 
 
 def cmd_promote(args: argparse.Namespace) -> int:

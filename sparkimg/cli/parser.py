@@ -53,6 +53,7 @@ EXAMPLES = {
 
 
 GLOBAL_FLAGS = ("--debug", "--json-logs")
+_json_logs_asked = False  # ``--json-logs`` is on the command line: a usage error is said as JSON too
 
 
 def chosen(argv: Sequence[str]) -> str | None:
@@ -89,6 +90,17 @@ class _Parser(argparse.ArgumentParser):
             choices = re.findall(r"'([^']*)'", wrong.group(2))
             if guess := closest(wrong.group(1), choices):
                 message = f"{message.split(' (choose from')[0]}; did you mean '{guess}'?"
+        if _json_logs_asked:  # the error as the one JSON line a log collector reads, as any other error
+            import json
+            import sys
+
+            from sparkimg.events import record
+
+            said = f"{self.prog}: {message}"
+            sys.stderr.write(json.dumps({**record("error", said), "error": said, "exit_code": 2,
+                                         "hint": f"see `{self.prog} --help`", "usage": self.format_usage().strip()},
+                                        sort_keys=True) + "\n")
+            self.exit(2)
         super().error(message)
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
@@ -127,7 +139,9 @@ def _global(p: argparse.ArgumentParser, *, everywhere: bool) -> None:
 
 def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, only the command it names is built (all of them when it names none)."""
+    global _json_logs_asked
     only = chosen(argv) if argv is not None else None
+    _json_logs_asked = argv is not None and "--json-logs" in argv
     root = _Parser(
         prog="sparkimg",
         description="Reproducible, signed, cgroup-bounded vLLM image builds for DGX Spark (GB10).",

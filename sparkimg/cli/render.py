@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sparkimg.cli import lines
 from sparkimg.cli.lines import colour, event_parts, write
 from sparkimg.errors import SparkimgError
-from sparkimg.events import Event, Kind
+from sparkimg.events import Event, Kind, record
 
 if TYPE_CHECKING:
     from sparkimg.image.check import CheckReport
@@ -106,6 +106,21 @@ class TerminalReporter:
             write(sys.stderr, parts)
 
 
+_json_logs = False  # ``--json-logs``: every line this run writes on stderr is a JSON object
+
+
+def use_json_logs(on: bool) -> None:
+    """Say everything on stderr as JSON lines from now on (``--json-logs``): events, and also the
+    warnings, mismatches and errors the CLI says itself, with the same keys."""
+    global _json_logs
+    _json_logs = on
+
+
+def _json_line(kind: str, message: str, **more: Any) -> None:
+    sys.stderr.write(json.dumps({**record(kind, message), **more}, sort_keys=True) + "\n")
+    sys.stderr.flush()
+
+
 class JsonLinesReporter:
     """One JSON object per event on stderr, for scripts and log collectors (progress every few
     seconds per task, and its last)."""
@@ -130,20 +145,30 @@ def reporter(*, json_logs: bool, quiet: bool = False) -> TerminalReporter | Json
 
 
 def warning(message: str) -> None:
+    if _json_logs:
+        return _json_line(Kind.WARNING.value, message)
     write(sys.stderr, [("warning: ", "bold yellow"), message])
 
 
-def error(exc: SparkimgError, *, json_logs: bool = False) -> None:
-    if json_logs:
-        sys.stderr.write(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}) + "\n")
+def error(exc: SparkimgError) -> None:
+    """The error a command ended with: ``error:`` and ``fix:`` lines, or with ``--json-logs`` one
+    JSON line with the event keys (kind ``error``) and the error's own (hint, exit code, problems)."""
+    if _json_logs:
+        return _json_line("error", exc.message, **exc.to_json())
     write(sys.stderr, [("error: ", "bold red"), str(exc)])
 
 
-def error_text(message: str) -> None:
+def error_text(message: str, *, exit_code: int | None = None) -> None:
+    """A line that ends a command without an error object (a signal)."""
+    if _json_logs:
+        return _json_line("error", message, exit_code=exit_code)
     write(sys.stderr, [message])
 
 
 def mismatch(label: str, message: str) -> None:
+    """A finding that fails the command (a digest, a patch file, a blob): ``label: message``."""
+    if _json_logs:
+        return _json_line("error", message, label=label)
     write(sys.stderr, [(f"{label}: ", "red"), message])
 
 
@@ -157,18 +182,41 @@ def state(text: str, style: str) -> Styled:
     return (text, style)
 
 
+def terminal() -> bool:
+    """stdout is a terminal: a long identifier may be shortened to fit a person's screen. Anywhere
+    else (a pipe, a file, a log) identifiers are whole: a script or a person pastes them."""
+    return sys.stdout.isatty()
+
+
+def ident(value: str, width: int) -> str:
+    """``value`` cut to ``width`` characters on a terminal, whole anywhere else."""
+    return value[:width] if terminal() else value
+
+
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Cell]], *, caption: str | None = None,
-          fold: bool = False) -> None:
+          fold: bool = False, whole: Sequence[str] = ()) -> None:
+    """A table on stdout. On a terminal, columns too wide are cut with an ellipsis (or folded),
+    except those named in ``whole`` (identifiers a person types again, such as a night's entry),
+    which keep their width; anywhere else nothing is cut or wrapped."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     shown = Table(title=Text(title), caption=Text(caption) if caption is not None else None)
-    for column in columns:
-        shown.add_column(column, overflow="fold" if fold else "ellipsis")
-    for row in rows:
-        shown.add_row(*(Text(cell) if isinstance(cell, str) else Text(cell[0], style=cell[1]) for cell in row))
-    Console(highlight=False, soft_wrap=True).print(shown)
+    texts = [[Text(cell) if isinstance(cell, str) else Text(cell[0], style=cell[1]) for cell in row] for row in rows]
+    for i, column in enumerate(columns):
+        if column in whole:
+            widest = max([len(column), *(row[i].cell_len for row in texts)])
+            shown.add_column(column, no_wrap=True, min_width=widest)
+        else:
+            shown.add_column(column, overflow="fold" if fold else "ellipsis")
+    for row in texts:
+        shown.add_row(*row)
+    # Off a terminal rich would draw at 80 columns and cut; the table's own width is drawn instead.
+    Console(highlight=False, soft_wrap=True, width=None if terminal() else _UNCUT).print(shown)
+
+
+_UNCUT = 1 << 16  # columns: wider than any table's rows, so nothing is cut
 
 
 def print_json(data: Any) -> None:

@@ -27,7 +27,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
             remove_own_work()
 
-            render.error_text(f"stopped by {signal_name(signum)}; nothing half-written was kept")
+            render.error_text(f"stopped by {signal_name(signum)}; nothing half-written was kept",
+                              exit_code=128 + signum)
             return 128 + signum
         return code
 
@@ -36,6 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     from sparkimg._internal.signals import Interrupted
     from sparkimg.cli import render
 
+    render.use_json_logs(args.json_logs)
     try:
         try:
             if args.command == "build":
@@ -65,17 +67,20 @@ def _run(args: argparse.Namespace) -> int:
 
             traceback.print_exc()
         if getattr(args, "json", False):
-            print(json.dumps({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
-        render.error(exc, json_logs=args.json_logs)
+            from sparkimg.formats.results import ERROR
+
+            print(json.dumps({"schema": ERROR, **exc.to_json()}, indent=2, sort_keys=True))
+        render.error(exc)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         from sparkimg.store.content import remove_own_work
 
         remove_own_work()  # what a cleanup cut short by the signal left
         if isinstance(exc, Interrupted):
-            render.error_text(f"stopped by {signal_name(exc.signum)}; nothing half-written was kept")
+            render.error_text(f"stopped by {signal_name(exc.signum)}; nothing half-written was kept",
+                              exit_code=exc.exit_code)
             return exc.exit_code
-        render.error_text("interrupted; nothing half-written was kept")
+        render.error_text("interrupted; nothing half-written was kept", exit_code=130)
         return 130
 
 

@@ -17,6 +17,7 @@ from sparkimg.compile.bounds import Overrides
 from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
+from sparkimg.formats.results import result_schema
 from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
 from sparkimg.image.build import BuildResult, described
@@ -69,7 +70,8 @@ class Built:
         return (*self.result.steps, *self.after)
 
     def to_json(self) -> dict[str, Any]:
-        out = {**self.result.to_json(), "receipt": str(self.receipt.path) if self.receipt else None,
+        out = {"schema": result_schema("build"), **self.result.to_json(),
+               "receipt": str(self.receipt.path) if self.receipt else None,
                "sbom": str(sbom_path(self.receipt.path)) if self.receipt else None,
                "signed": bool(self.receipt and self.receipt.signed),
                "prewarm": self.prewarm.to_json() if self.prewarm else None,

@@ -30,6 +30,7 @@ KEY_LABEL = "dev.sparkimg.key"
 # 1980-01-01T00:00:00Z: the earliest date a zip member can hold (wheels are zips).
 ZIP_EPOCH = 315532800
 RECORDS = "layers"
+FIRST_BUILD = "(first build)"  # what ``changed`` holds for a spec never built with this store
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,18 @@ class PlannedLayer:
     cached: bool = False
     changed: tuple[str, ...] = field(default=())
 
+    @property
+    def first_build(self) -> bool:
+        """No build of this spec recorded its inputs before: nothing to say changed."""
+        return self.changed == (FIRST_BUILD,)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "key": self.key, "cached": self.cached}
+
+    def to_plan_json(self) -> dict[str, Any]:
+        """``plan --json``'s layer: also which inputs changed since the last build (the table's column)."""
+        return {**self.to_json(), "first_build": self.first_build,
+                "changed": [] if self.first_build else list(self.changed)}
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,6 @@ def remember(plan: Plan, store: Store) -> None:
 
 def _changed(before: dict[str, str] | None, now: dict[str, str]) -> tuple[str, ...]:
     if before is None:
-        return ("(first build)",)
+        return (FIRST_BUILD,)
     names = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
     return tuple(names)

@@ -51,6 +51,7 @@ def test_demo_builds_then_rebuilds_nothing_then_only_the_image(
     assert code == 0
     assert all(cached(second).values())
     assert second["image"]["id"] == first["image"]["id"]
+    assert first["schema"] == second["schema"] == "sparkimg-build-result/v1"  # the no-op answer's too
     code, said, _ = cli(capsys, store, "build", str(demo))
     assert code == 0 and "up to date, nothing built" in said
     code, text, _ = cli(capsys, store, "plan", str(demo), "--dockerfile")  # for a person: the same image, as text
@@ -68,6 +69,10 @@ def test_demo_builds_then_rebuilds_nothing_then_only_the_image(
     assert cli(capsys, store, "lock", str(demo))[0] == 0
     code, plan, _ = cli(capsys, store, "plan", str(demo), "--json")
     assert cached(plan) == {"demo-kernel": True, "six": True, "image": False}
+    assert plan["schema"] == "sparkimg-plan-result/v1"
+    changed = {layer["name"]: layer["changed"] for layer in plan["layers"]}  # what the table's column says
+    assert changed["demo-kernel"] == changed["six"] == [] and changed["image"]
+    assert not any(layer["first_build"] for layer in plan["layers"])
     code, third, _ = cli(capsys, store, "build", str(demo), "--json", "--quiet")
     assert code == 0
     assert cached(third) == {"demo-kernel": True, "six": True, "image": False}
@@ -142,6 +147,7 @@ def test_json_logs_print_one_object_per_event(
     events = [json.loads(line) for line in err.splitlines() if line.strip()]  # every line is one JSON object
     assert {e["phase"] for e in events} >= {"fetch", "compile", "audit", "assemble", "receipt"}
     assert all(set(e) == {"time", "phase", "kind", "layer", "message", "figures"} for e in events)
+    assert result["schema"] == "sparkimg-build-result/v1"
     engine.remove_image(result["image"]["reference"])
 
 
