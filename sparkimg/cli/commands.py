@@ -324,7 +324,10 @@ def cmd_prewarm(args: argparse.Namespace) -> int:
 
 
 def provided_by(module: dict[str, Any]) -> str:
-    """Where a listed module comes from when serving: the image's AOT build, or prewarm's JIT compile."""
+    """Where a listed module comes from when serving: the image's AOT build, or prewarm's JIT compile
+    (unknown where FlashInfer could not resolve it)."""
+    if module.get("resolved") is False:
+        return "unresolved: FlashInfer is not here"
     if not module.get("aot"):
         return "JIT: prewarm compiles it"
     provider = (module.get("aot_provider") or {}).get("provider", "flashinfer")
@@ -333,18 +336,22 @@ def provided_by(module: dict[str, Any]) -> str:
 
 def _prewarm_list(args: argparse.Namespace) -> int:
     target, events = api.prewarm_list(_prewarm_request(args), report=_reporter(args))
+    resolved = all(m.get("resolved", True) for m in events.modules)
     if _emit(args, {"flashinfer": events.env.get("flashinfer"), "workspace": events.env.get("workspace"),
-                    "modules": events.modules}):
+                    "resolved": resolved, "modules": events.modules}):
         return 0
     rows = []
     for m in events.modules:
         arguments = ", ".join([*map(json.dumps, m["args"]), *(f"{k}={json.dumps(v)}" for k, v in m["kwargs"].items())])
-        rows.append([m["name"], m["generator"].removeprefix("flashinfer.jit."), arguments or "-", provided_by(m)])
+        rows.append([m["name"] or "(unresolved)", m["generator"].removeprefix("flashinfer.jit."), arguments or "-",
+                     provided_by(m)])
     aot = sum(1 for m in events.modules if m.get("aot"))
-    render.table(f"kernel set: {len(events.modules)} modules, FlashInfer {events.env.get('flashinfer')}, "
-                 f"{target.arch_list}: {aot} AOT in the image, {len(events.modules) - aot} to JIT-compile",
-                 ["module name", "generator", "arguments", "provided by"], rows, fold=True,
-                 caption=f"each library: CACHE/{events.env.get('workspace')}/cached_ops/NAME/NAME.so")
+    title = (f"kernel set: {len(events.modules)} modules, FlashInfer {events.env.get('flashinfer')}, "
+             f"{target.arch_list}: {aot} AOT in the image, {len(events.modules) - aot} to JIT-compile" if resolved
+             else f"kernel set: {len(events.modules)} modules for {target.arch_list}, unresolved (no FlashInfer here)")
+    render.table(title, ["module name", "generator", "arguments", "provided by"], rows, fold=True,
+                 caption=f"each library: CACHE/{events.env.get('workspace')}/cached_ops/NAME/NAME.so" if resolved
+                 else None)
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,8 +123,26 @@ def list_modules(target: Target, runner: Runner, report: Reporter = silent) -> E
     """Resolve the kernel set where it will run: each module's name and library path as FlashInfer sees them."""
     events = Events(report, len(target.kernels.modules))
     code = runner.run("list", _job(target, 1), None, worker_env(target, 1), events.line)
+    if code == NO_FLASHINFER and not events.env:
+        return _unresolved(target, runner, events, report)
     _raise_for(code, events, "list the kernel set")
     return events
+
+
+NO_FLASHINFER = 3  # the worker's exit when FlashInfer is not importable (before it says its env)
+
+
+def _unresolved(target: Target, runner: Runner, events: Events, report: Reporter) -> Events:
+    """The kernel set as the spec gives it, where FlashInfer cannot be imported (a build host, a
+    laptop): each module's generator and arguments, with no name or library path, which only
+    FlashInfer can tell. Said as a warning, not a failure: what the spec asks for is known."""
+    report(Event(Phase.PREWARM, f"{'; '.join(events.errors) or 'FlashInfer is not importable'} "
+                 f"({runner.name} runner): the {len(target.kernels.modules)} module(s) are listed as the spec "
+                 "gives them, unresolved (no name, library or AOT provider); list them where they are served "
+                 "(--runner image, or --runner host --python PY with flashinfer-python) to resolve them",
+                 kind=Kind.WARNING))
+    return replace(events, errors=[], modules=[{**m.to_json(), "name": None, "resolved": False}
+                                               for m in target.kernels.modules])
 
 
 def prewarm(target: Target, runner: Runner, cache: Path, budget: Budget, key: PrivateKey | None,

@@ -30,7 +30,7 @@ def _json_lines(text: str) -> list[dict[str, object]]:
 def test_json_logs_say_an_error_as_one_object_with_the_event_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--json-logs", "check", "does/not/exist.yaml"]) == 2
     (said,) = _json_lines(capsys.readouterr().err)  # no plain "error:" / "fix:" lines beside it
-    assert EVENT_KEYS <= set(said) and said["kind"] == "error"
+    assert set(said) >= EVENT_KEYS and said["kind"] == "error"
     assert said["exit_code"] == 2 and said["hint"] and "no such spec file" in str(said["message"])
 
 
@@ -40,7 +40,7 @@ def test_json_logs_say_a_usage_error_as_json_too(capsys: pytest.CaptureFixture[s
             main(argv)
         assert info.value.code == 2
         (said,) = _json_lines(capsys.readouterr().err)
-        assert EVENT_KEYS <= set(said) and said["kind"] == "error" and said["exit_code"] == 2
+        assert set(said) >= EVENT_KEYS and said["kind"] == "error" and said["exit_code"] == 2
         assert "did you mean" in str(said["message"]) and str(said["usage"]).startswith("usage: sparkimg")
 
 
@@ -55,7 +55,7 @@ def test_json_logs_say_warnings_and_mismatches_as_json(capsys: pytest.CaptureFix
     assert main(["--json-logs", "patches", "check", str(patches)]) == 1
     captured = capsys.readouterr()
     said = _json_lines(captured.err)
-    assert all(EVENT_KEYS <= set(s) for s in said) and {s["kind"] for s in said} == {"error"}
+    assert all(set(s) >= EVENT_KEYS for s in said) and {s["kind"] for s in said} == {"error"}
     assert any("a.patch" in str(s["message"]) for s in said)
     render.use_json_logs(True)
     try:
@@ -79,7 +79,7 @@ def test_a_spec_s_problems_come_as_a_list_with_file_line_and_field(
         assert problem["file"] == str(spec) and isinstance(problem["line"], int) and problem["field"]
         assert ":" not in problem["field"] and problem["message"]
     assert {p["field"] for p in problems} >= {"platform", "cuda_architectures"}
-    assert [p for p in problems if p["field"] == "platform"][0]["line"] == 3
+    assert next(p for p in problems if p["field"] == "platform")["line"] == 3
 
 
 @pytest.mark.parametrize("command", sorted(commands.HANDLERS))

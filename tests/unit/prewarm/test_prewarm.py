@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,20 @@ def test_a_missing_or_damaged_manifest_says_to_prewarm_again(tmp_path: Path, key
     with pytest.raises(EnvelopeError, match="not JSON") as caught:
         verify(tmp_path, key.public, Expect())
     assert caught.value.hint == manifest.HINT
+
+
+def test_list_where_flashinfer_is_not_importable_gives_the_spec_s_modules_unresolved(tmp_path: Path) -> None:
+    """A build host or a laptop without FlashInfer: ``prewarm --list`` says what the spec asks for
+    (generator and arguments) with a warning, instead of failing."""
+    from sparkimg.events import Collected, Kind, Phase
+    from sparkimg.prewarm.runner import HostRunner
+    from sparkimg.prewarm.warm import list_modules
+
+    spec = spec_with(tmp_path, PREWARM)
+    target = target_of_spec(spec, image_ref="x:1", image_id="sha256:" + "1" * 64)
+    said = Collected()
+    listed = list_modules(target, HostRunner(sys.executable), said)  # this venv has no flashinfer
+    assert [m["generator"] for m in listed.modules] == [m.generator for m in target.kernels.modules]
+    assert all(m["name"] is None and m["resolved"] is False for m in listed.modules)
+    (warning,) = said.of(Phase.PREWARM, Kind.WARNING)
+    assert "not importable" in warning.message and "--runner image" in warning.message
