@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from sparkimg.formats.canonical import digest_of, hex_of, sha256_prefixed
 from sparkimg.formats.lockfile import PypiPin
 from sparkimg.formats.record import LayerRecord
 from sparkimg.formats.scheme import BaseScheme, canonical_name
+from sparkimg.formats.steps import Step
 from sparkimg.image import layer as layer_mod
 from sparkimg.plan.keys import KEY_LABEL, ZIP_EPOCH, Plan
 from sparkimg.spec import CompileLayer, kernel_label
@@ -93,9 +95,11 @@ def assemble(plan: Plan, records: dict[str, LayerRecord], store: Store, scheme_o
     steps = steps or Steps()
 
     def one(number: int) -> oci.Layer:
-        with steps.timed("assemble", works[number].name):
-            found = _layer(works[number], work_root / str(number), media_type, plan.lock.platform, store, report,
-                           cache=cache, reuse=reuse or {})
+        started = time.monotonic()
+        found, written = _layer(works[number], work_root / str(number), media_type, plan.lock.platform, store,
+                                report, cache=cache, reuse=reuse or {})
+        if written:  # a step is a layer written: what --json's ``written`` and the steps line count
+            steps.done.append(Step("assemble", round(time.monotonic() - started, 3), works[number].name))
         if on_layer is not None:
             on_layer(number, found)
         return found
@@ -155,19 +159,19 @@ def _key(work: _Work, media_type: str) -> str:
 
 
 def _layer(work: _Work, folder: Path, media_type: str, platform: str, store: Store, report: Reporter, *,
-           cache: bool, reuse: Mapping[str, oci.Layer]) -> oci.Layer:
-    """One new layer: the store's, when a layer of the same inputs was written before (and
-    ``cache``), or ``reuse``'s; else written now into the store, its ELF files audited for
-    ``platform``'s CPU, and recorded by the key of its inputs."""
+           cache: bool, reuse: Mapping[str, oci.Layer]) -> tuple[oci.Layer, bool]:
+    """One new layer, and whether it was written now: the store's, when a layer of the same inputs
+    was written before (and ``cache``), or ``reuse``'s; else written now into the store, its ELF
+    files audited for ``platform``'s CPU, and recorded by the key of its inputs."""
     key = _key(work, media_type)
     found = _cached_layer(store, key) if cache else None
     if found is not None:
         report(Event(Phase.ASSEMBLE, f"layer {work.name}: cached ({found.descriptor.digest[:19]})", work.name))
-        return found
+        return found, False
     if not cache and key in reuse:
         report(Event(Phase.CHECK, f"check: layer {work.name}: an earlier check of the same key gave these very "
                      "bytes; not written again", work.name))
-        return reuse[key]
+        return reuse[key], False
     folder.mkdir()
     census = machines.Census(platform)
     with rot_named(work.blobs, f"layer {work.name}"):  # a failure reading a rotten blob says so
@@ -178,7 +182,7 @@ def _layer(work: _Work, folder: Path, media_type: str, platform: str, store: Sto
     store.write_record(LAYERS, key, found.to_json())
     report(Event(Phase.ASSEMBLE, f"layer {work.name}: {found.descriptor.digest[:19]} ({found.descriptor.size} bytes; "
                  f"{machines.summary(census.counts)})", work.name, figures={"size": found.descriptor.size}))
-    return found
+    return found, True
 
 
 def labels(plan: Plan) -> dict[str, str]:

@@ -60,8 +60,19 @@ class BuildResult:
             "oci": None if self.oci is None else {"manifest": self.oci.manifest_digest,
                                                   "config": self.oci.config_digest,
                                                   "diff_ids": [layer.diff_id for layer in self.oci.layers]},
-            "layers": [{**layer.to_json(), "wall_s": self.layer_seconds(layer.name)} for layer in self.plan.layers],
+            "layers": [{**layer.to_json(), "written": self.written(layer.name),
+                        "wall_s": self.layer_seconds(layer.name)} for layer in self.plan.layers],
         }
+
+    def written(self, name: str) -> bool:
+        """Whether this build wrote the image layer(s) of spec layer ``name`` (``cached`` says only
+        that its input, a wheel or a compile's outputs, was in the store: a layer blob removed by
+        ``store verify --repair`` is written again from a cached wheel); "image": whether the image
+        was built."""
+        if name == "image":
+            return "image" in self.built
+        return any(s.within_assembly and s.layer is not None and (s.layer == name or s.layer.startswith(name + "/"))
+                   for s in self.steps)
 
     def layer_seconds(self, name: str) -> float | None:
         """What this build spent on a spec layer (its compile, and the writing of its image layers;

@@ -27,7 +27,8 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
 ) -> None:
     demo, store, _, first = signed_demo(tmp_path)
     reference, oci_ = first["image"]["reference"], first["oci"]
-    layer, config = hex_of(oci_["diff_ids"][-1]), hex_of(oci_["config"])  # sparkimg stores layers plain
+    # six's layer (the last is the patch set's); sparkimg stores layers plain
+    layer, config = hex_of(oci_["diff_ids"][-2]), hex_of(oci_["config"])
     blobs = Store(store)
     assert cli(capsys, store, "store", "verify")[0] == 0
 
@@ -65,6 +66,9 @@ def test_rotten_blobs_never_leave_the_store_and_repair_rebuilds_the_same_image(
 
     again = build_ok(capsys, store, demo, "--key", str(tmp_path / "trusted.key"))
     assert again["oci"] == oci_ and engine.image_id(reference) == oci_["config"]
+    # The six wheel was in the store all along (cached) but its layer blob was not: written again.
+    assert {lay["name"]: (lay["cached"], lay["written"]) for lay in again["layers"]} == {
+        "demo-kernel": (True, False), "six": (True, True), "image": (False, True)}
     assert blobs.verify(layer) and blobs.verify(config)
     engine.remove_image(reference)
 
