@@ -355,7 +355,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 "Tab); write it where the shell looks, as the example shows", spec=False,
                 json_flag=False)
     p.add_argument("shell", choices=SHELLS, help="the shell the script is for")
-    command("man", "print this manual page (roff), made from this parser", spec=False, json_flag=False)
+    command("man", "print the manual page (roff), made from this parser", spec=False, json_flag=False)
     return root
 
 
