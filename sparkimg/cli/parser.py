@@ -54,10 +54,10 @@ EXAMPLES = {
                   "  sparkimg completion fish > ~/.config/fish/completions/sparkimg.fish",
     "man": "sparkimg man | man -l -      # or: sparkimg man > /usr/local/share/man/man1/sparkimg.1",
 }
+SHELLS = ("bash", "zsh", "fish")  # what `sparkimg completion` writes a script for
 
 
 GLOBAL_FLAGS = ("--debug", "--json-logs")
-SHELLS = ("bash", "zsh", "fish")  # what `sparkimg completion` writes a script for
 
 
 def chosen(argv: Sequence[str]) -> str | None:
