@@ -479,6 +479,20 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from sparkimg.cli.completion import script  # shtab loads for this command only
+
+    print(script(args.shell), end="")
+    return 0
+
+
+def cmd_man(args: argparse.Namespace) -> int:
+    from sparkimg.cli.manpage import page
+
+    print(page(), end="")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "nightly": cmd_nightly,
     "history": cmd_history,
@@ -504,4 +518,6 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "show-receipt": cmd_show_receipt,
     "run-args": cmd_run_args,
     "prewarm": cmd_prewarm,
+    "completion": cmd_completion,
+    "man": cmd_man,
 }

@@ -49,7 +49,12 @@ EXAMPLES = {
     "run-args": "docker run --rm $(sparkimg run-args receipts/demo/KEY.receipt.json) sparkimg/demo:KEY",
     "prewarm": "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --key demo.key && "
                "sparkimg prewarm --spec layers/demo.yaml --cache /var/cache/sparkimg/demo --verify --key demo.pub",
+    "completion": "sparkimg completion bash > ~/.local/share/bash-completion/completions/sparkimg\n"
+                  "  sparkimg completion zsh > ~/.zfunc/_sparkimg      # a folder on $fpath, before compinit\n"
+                  "  sparkimg completion fish > ~/.config/fish/completions/sparkimg.fish",
+    "man": "sparkimg man | man -l -      # or: sparkimg man > /usr/local/share/man/man1/sparkimg.1",
 }
+SHELLS = ("bash", "zsh", "fish")  # what `sparkimg completion` writes a script for
 
 
 GLOBAL_FLAGS = ("--debug", "--json-logs")
@@ -360,6 +365,11 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    "unreachable blobs, until the store's blobs take at most SIZE (e.g. 200g)")
     p.add_argument("--keep-root", type=Path, action="append", default=[], metavar="PATH",
                    help="also keep what this file (a receipt, a lock) or folder of them names; repeatable")
+    p = command("completion", "print a shell completion script, made from this parser (static: no Python runs on "
+                "Tab); write it where the shell looks, as the example shows", spec=False,
+                json_flag=False)
+    p.add_argument("shell", choices=SHELLS, help="the shell the script is for")
+    command("man", "print the manual page (roff), made from this parser", spec=False, json_flag=False)
     return root
 
 

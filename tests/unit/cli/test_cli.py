@@ -33,10 +33,11 @@ def _commands() -> list[str]:
 
 
 def _invocations(example: str) -> list[list[str]]:
-    """Every ``sparkimg ...`` command line inside an example (lines, ``&&`` chains, ``$(...)``, comments)."""
+    """Every ``sparkimg ...`` command line inside an example (lines, ``&&`` chains, ``$(...)``, pipes,
+    redirections, comments)."""
     found = []
     for line in example.splitlines():
-        for part in re.split(r"&&|\$\(|\)", line.split("  #")[0]):
+        for part in re.split(r"&&|\$\(|\)|\||>", line.split("  #")[0]):
             words = shlex.split(part)
             if "sparkimg" in words:
                 found.append(words[words.index("sparkimg") + 1:])
