@@ -165,3 +165,19 @@ class CacheMismatchError(VerificationError):
 
 class RunArgsError(VerificationError):
     """A patch file to mount is missing or differs from the receipt (exit 1)."""
+
+
+def exit_codes() -> dict[int, str]:
+    """Each exit code an error ends the CLI with, and what it means: the first sentence of the
+    class that sets it (the manual page's EXIT STATUS, written from the hierarchy itself)."""
+    found = {SparkimgError.exit_code: "A failure: resolve, fetch, a hash or receipt mismatch, a build, a damaged "
+                                      "store blob"}
+    todo = list(SparkimgError.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo += cls.__subclasses__()
+        if "exit_code" in cls.__dict__ and cls.exit_code not in found:
+            first = re.split(r"\.\s+(?=[A-Z])", " ".join((cls.__doc__ or "").split()))[0].rstrip(".")
+            found[cls.exit_code] = re.sub(r" \(``[^`]*``\)", "", first)
+    return dict(sorted(found.items()))
+

@@ -39,7 +39,7 @@ def rendered() -> str:
 
 def _sections(rendered: str) -> dict[str, str]:
     """The rendered COMMANDS section cut at each command's heading (indented three spaces)."""
-    commands = rendered[rendered.index("\nCOMMANDS\n"):rendered.index("\nSEE ALSO\n")]
+    commands = rendered[rendered.index("\nCOMMANDS\n"):rendered.index("\nEXIT STATUS\n")]
     parts = re.split(r"^ {3}(\S+)\n", commands, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
@@ -77,3 +77,13 @@ def test_text_cannot_become_a_roff_request() -> None:
     assert text("'br") == "\\&'br"
     assert text("a\\b --c  d\n e") == "a\\eb \\-\\-c d e"
     assert text("50 ms \u2026") == "50 ms \\[u2026]"
+
+
+def test_exit_status_lists_every_code_the_error_hierarchy_sets(rendered: str) -> None:
+    """Written from ``errors.exit_codes()``: a new error class with a new code appears by itself."""
+    from sparkimg.errors import exit_codes
+
+    status = _flat(rendered[rendered.index("\nEXIT STATUS\n"):rendered.index("\nSEE ALSO\n")])
+    for code, meaning in {0: "Success", **exit_codes(), 130: "SIGINT", 141: "closed pipe", 143: "SIGTERM"}.items():
+        assert f" {code} {_flat(meaning)}" in status or (f" {code} " in status and meaning in status), (code, status)
+    assert exit_codes()[4].startswith("The resource budget cannot be met (e.g. --reserve")
