@@ -211,7 +211,8 @@ class ImageOut:
                    tuple(str(t) for t in tags), _get(data, where, "repository", str, "a repository or null", null=True))
 
 
-# How many differing files a failed check keeps (its own report has them all; the count says how many).
+# How many differing files a failed check keeps (`sparkimg build --check` lists them all; files_total
+# says how many there were).
 FILES_KEPT = 100
 FIRST_ERROR_MAX = 500  # characters of a first error line kept
 

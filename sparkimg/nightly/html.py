@@ -199,7 +199,7 @@ def _failure(report: Mapping[str, Any]) -> str:
         listed = "" if total == len(files) else \
             f" (the first {len(files)}; <code>sparkimg build --check</code> on the night's candidate lock lists all)"
         listing = [f"<tr><td>{_esc(f.get('layer'), 300)}</td><td><code>{_esc(f.get('path'), 500)}</code></td>"
-                 f"<td>{_esc(f.get('kind'), 40)}</td></tr>" for f in files]
+                   f"<td>{_esc(f.get('kind'), 40)}</td></tr>" for f in files]
         out += (f"\n<p>{total} file{'' if total == 1 else 's'} differ between the two builds{listed}:</p>\n"
                 + _table({"layer": 20, "path": 60, "difference": 20}, listing))
     return out
