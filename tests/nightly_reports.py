@@ -25,6 +25,7 @@ REPORT: dict[str, Any] = {
     "status": "built",
     "failed_stage": None,
     "error": None,
+    "failure": None,
     "moved": [
         {"input": "vllm", "kind": "git", "from": _hex("a"), "to": "0123456789abcdef" + _hex("b", 24),
          "from_detail": {"date": "2026-12-01T10:00:00Z", "subject": "[Kernel] Fix MoE for sm_121a"},
@@ -66,3 +67,28 @@ def report(**changes: Any) -> dict[str, Any]:
     out = copy.deepcopy(REPORT)
     out.update(changes)
     return out
+
+
+def history() -> list[dict[str, Any]]:
+    """A deep copy of ``REPORT``'s three earlier nights."""
+    return copy.deepcopy(REPORT["history"])
+
+
+# A night whose compile failed: the one-line error is the tool's last word, the failure its first error.
+FAILED_COMPILE = report(
+    status="failed", failed_stage="build", error="layer demo-kernel: command exited with 2; last output: "
+    "ninja: build stopped: subcommand failed.", image=None, check=None, verify=None, receipt=None,
+    layers=[{"name": "demo-kernel", "status": "failed", "reason": "source vllm moved", "wall_s": None,
+             "cpu_s": None, "peak_memory_bytes": None},
+            {"name": "six", "status": "reused", "reason": "unchanged", "wall_s": None, "cpu_s": None,
+             "peak_memory_bytes": None}],
+    failure={"stage": "build", "first_error_line": "csrc/moe.cu(41): error: identifier \"__nv_fp4<T>\" is undefined",
+             "layer": "demo-kernel", "files": [], "files_total": 0})
+
+# A night whose rebuild from scratch differed: the first files of three, one path hostile.
+FAILED_CHECK = report(
+    status="failed", failed_stage="check", error="the rebuild from scratch differs in 3 place(s); see "
+    "`sparkimg build --check` on the candidate", check={"identical": False, "differences": 3},
+    failure={"stage": "check", "first_error_line": None, "layer": None, "files_total": 3,
+             "files": [{"layer": "demo-kernel", "path": "usr/lib/python3/site-packages/demo/_C.so", "kind": "content"},
+                       {"layer": "image", "path": "etc/<script>x</script>.conf", "kind": "metadata"}]})

@@ -211,6 +211,61 @@ class ImageOut:
                    tuple(str(t) for t in tags), _get(data, where, "repository", str, "a repository or null", null=True))
 
 
+# How many differing files a failed check keeps (`sparkimg build --check` lists them all; files_total
+# says how many there were).
+FILES_KEPT = 100
+FIRST_ERROR_MAX = 500  # characters of a first error line kept
+
+
+@dataclass(frozen=True)
+class DifferingFile:
+    """A file a failed ``--check`` found different between the two builds: where, and how."""
+
+    layer: str
+    path: str
+    kind: str  # "only in first", "only in second", "metadata", "content"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.layer, "path": self.path, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> DifferingFile:
+        if not isinstance(data, dict):
+            raise _fail(where, "failure.files[]", "an object", data)
+        return cls(_get(data, where, "layer", str, "a layer name"), _get(data, where, "path", str, "a path"),
+                   _get(data, where, "kind", str, "a kind of difference"))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed night shows a person besides its one-line error: the stage, the first line of
+    the error that stopped it (a failed compile's first error line, from its log), the layer that
+    failed, and for a failed check the files that differ (the first ``FILES_KEPT`` of ``files_total``)."""
+
+    stage: str
+    first_error_line: str | None = None
+    layer: str | None = None
+    files: tuple[DifferingFile, ...] = ()
+    files_total: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "first_error_line": self.first_error_line, "layer": self.layer,
+                "files": [f.to_json() for f in self.files], "files_total": self.files_total}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Failure:
+        if not isinstance(data, dict):
+            raise _fail(where, "failure", "an object or null", data)
+        stage = _get(data, where, "stage", str, "a stage")
+        if stage not in STAGES:
+            raise _fail(where, "failure.stage", f"one of {', '.join(STAGES)}", stage)
+        files = _get(data, where, "files", list, "a list of files")
+        total = _get(data, where, "files_total", int, "a count")
+        return cls(stage, _get(data, where, "first_error_line", str, "a line or null", null=True),
+                   _get(data, where, "layer", str, "a layer name or null", null=True),
+                   tuple(DifferingFile.from_json(f, where) for f in files[:FILES_KEPT]), max(total, len(files)))
+
+
 @dataclass(frozen=True)
 class Entry:
     """One night in the state folder (``entries/ID/entry.json``). A built night keeps the lock it
@@ -233,6 +288,7 @@ class Entry:
     known_good: bool = False
     schema: str = ENTRY_SCHEMA
     steps: tuple[Step, ...] = ()  # what each step of the night took, in order (absent before issue 36)
+    failure: Failure | None = None  # a failed night's detail (absent before issue 40: None)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.schema, "entry": self.entry, "spec": self.spec, "started": self.started,
@@ -243,7 +299,8 @@ class Entry:
                 "verify": None if self.verify is None else dict(self.verify),
                 "image": None if self.image is None else self.image.to_json(), "receipt": self.receipt,
                 "lock_digest": self.lock_digest, "known_good": self.known_good,
-                "steps": [step.to_json() for step in self.steps]}
+                "steps": [step.to_json() for step in self.steps],
+                "failure": None if self.failure is None else self.failure.to_json()}
 
     def marked(self, known_good: bool) -> Entry:
         return replace(self, known_good=known_good)
@@ -263,7 +320,7 @@ class Entry:
         stage = _get(data, where, "failed_stage", str, "a stage or null", null=True)
         if stage is not None and stage not in STAGES:
             raise _fail(where, "failed_stage", f"one of {', '.join(STAGES)}", stage)
-        image = data.get("image")
+        image, failure = data.get("image"), data.get("failure")
         return cls(
             _get(data, where, "entry", str, "an entry id"), _get(data, where, "spec", str, "a spec file name"),
             _get(data, where, "started", str, "a time"), _get(data, where, "finished", str, "a time"), status, stage,
@@ -276,7 +333,8 @@ class Entry:
             _get(data, where, "receipt", str, "a path or null", null=True),
             _get(data, where, "lock_digest", str, "a digest or null", null=True),
             bool(_get(data, where, "known_good", bool, "true or false")),
-            steps=tuple(_step(s, where) for s in _get(data, where, "steps", list, "a list of steps", null=True) or []))
+            steps=tuple(_step(s, where) for s in _get(data, where, "steps", list, "a list of steps", null=True) or []),
+            failure=None if failure is None else Failure.from_json(failure, where))
 
 
 def _step(data: Any, where: str) -> Step:
@@ -318,6 +376,7 @@ def report(entry: Entry, earlier: Sequence[Entry]) -> dict[str, Any]:
         "status": entry.status,
         "failed_stage": entry.failed_stage,
         "error": entry.error,
+        "failure": None if entry.failure is None else entry.failure.to_json(),
         "moved": [m.to_json() for m in entry.moved],
         "layers": [layer.report() for layer in entry.layers],
         "steps": [step.to_json() for step in entry.steps],
@@ -329,5 +388,5 @@ def report(entry: Entry, earlier: Sequence[Entry]) -> dict[str, Any]:
     }
 
 
-REPORT_KEYS = ("schema", "spec", "entry", "started", "finished", "status", "failed_stage", "error", "moved",
-               "layers", "steps", "check", "verify", "image", "receipt", "history")
+REPORT_KEYS = ("schema", "spec", "entry", "started", "finished", "status", "failed_stage", "error", "failure",
+               "moved", "layers", "steps", "check", "verify", "image", "receipt", "history")

@@ -11,6 +11,7 @@ renders the same bytes.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -59,9 +60,9 @@ def render(report: Mapping[str, Any]) -> str:
         raise UsageError(f"not a nightly report: schema is {_clean(report.get('schema'))[:80]!r}, "
                          f"expected {SCHEMA!r}", hint="render the report.json the nightly job wrote")
     title = f"sparkimg nightly: {_clean(report.get('spec'))} {_clean(report.get('entry'))}"
-    body = [_header(report), _moved(_items(report.get("moved"))), _layers(_items(report.get("layers"))),
-            _steps(_items(report.get("steps"))), _outcome(report), _history(_items(report.get("history"))),
-            _plots(report)]
+    body = [_header(report), _failure(report), _moved(_items(report.get("moved"))),
+            _layers(_items(report.get("layers"))), _steps(_items(report.get("steps"))), _outcome(report),
+            _history(_items(report.get("history"))), _plots(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
@@ -174,6 +175,34 @@ def _header(report: Mapping[str, Any]) -> str:
         lines.append(f"<div class=\"error\"><strong>failed in {_esc(stage, 40)}:</strong> "
                      f"{_esc(report.get('error'))}</div>")
     return "<header>\n" + "\n".join(lines) + "\n</header>"
+
+
+def _failure(report: Mapping[str, Any]) -> str:
+    """A failed night's detail: the stage, the layer and the first error line of its log, and for a
+    failed check the files that differ. A report written before failures were recorded says so."""
+    failure = report.get("failure")
+    if not isinstance(failure, Mapping):
+        if report.get("status") != "failed":
+            return ""
+        return ("<h2>Why the night failed</h2>\n<p class=\"muted\">This night was recorded before a failure's "
+                "detail was kept: the error above is all its entry holds.</p>")
+    rows = [("stage", _esc(failure.get("stage") or "unknown", 40))]
+    if failure.get("layer") is not None:
+        rows.append(("layer", f"<code>{_esc(failure.get('layer'), 300)}</code>"))
+    if failure.get("first_error_line") is not None:
+        rows.append(("first error line", f"<code>{_esc(failure.get('first_error_line'))}</code>"))
+    body = "\n".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in rows)
+    out = f"<h2>Why the night failed</h2>\n<table class=\"kv\">\n{body}\n</table>"
+    files = _items(failure.get("files"))
+    total = max(int(plots.number(failure.get("files_total")) or 0), len(files))
+    if files:
+        listed = "" if total == len(files) else \
+            f" (the first {len(files)}; <code>sparkimg build --check</code> on the night's candidate lock lists all)"
+        listing = [f"<tr><td>{_esc(f.get('layer'), 300)}</td><td><code>{_esc(f.get('path'), 500)}</code></td>"
+                   f"<td>{_esc(f.get('kind'), 40)}</td></tr>" for f in files]
+        out += (f"\n<p>{total} file{'' if total == 1 else 's'} differ between the two builds{listed}:</p>\n"
+                + _table({"layer": 20, "path": 60, "difference": 20}, listing))
+    return out
 
 
 def _side(kind: str, value: Any, detail: Mapping[str, Any]) -> str:
@@ -316,28 +345,51 @@ def _history(history: list[Mapping[str, Any]]) -> str:
 
 
 def _nights(report: Mapping[str, Any]) -> list[plots.Night]:
-    """History, oldest first, then this night, as the plots read them."""
-    def label(item: Mapping[str, Any]) -> str:
-        started = _clean(item.get("started"))
-        return started[5:10] if re.match(r"\d{4}-\d\d-\d\d", started) else _clean(item.get("entry"))[:12]
-
+    """History, oldest first, then this night, as the plots read them: each by its entry id."""
     out = []
     for item in _items(report.get("history")):
         layers = {_clean(k): v for k, v in _field(item, "layers").items() if isinstance(v, Mapping)}
-        out.append(plots.Night(label(item), {k: plots.number(v.get("wall_s")) for k, v in layers.items()},
+        out.append(plots.Night(_clean(item.get("entry")) or "?",
+                               {k: plots.number(v.get("wall_s")) for k, v in layers.items()},
                                {k: plots.number(v.get("peak_memory_bytes")) for k, v in layers.items()},
                                plots.number(item.get("image_size_bytes"))))
     this = [layer for layer in _items(report.get("layers")) if layer.get("name") is not None]
     image = report.get("image")
-    out.append(plots.Night(label(report),
+    out.append(plots.Night(_clean(report.get("entry")) or "?",
                            {_clean(x.get("name")): plots.number(x.get("wall_s")) for x in this},
                            {_clean(x.get("name")): plots.number(x.get("peak_memory_bytes")) for x in this},
                            plots.number(image.get("size_bytes")) if isinstance(image, Mapping) else None))
     return out
 
 
+# Why a plot has no number in any night: said instead of an empty frame.
+_NONE_YET = {"wall": "a layer has a build time only in a night that rebuilt it",
+             "peak": "a layer has a peak memory only in a night that rebuilt it",
+             "image": "only a night that built an image has an image size"}
+
+
 def _plots(report: Mapping[str, Any]) -> str:
-    figures = [f"<figure><figcaption>{_esc(title)}</figcaption>\n{svg}\n</figure>"
-               for title, svg in plots.svg(_nights(report))]
-    return ("<h2>Over the nights</h2>\n<p class=\"muted\">Oldest night on the left, this night shaded; a gap is a "
-            "night with no number (a reused layer or an unchanged night).</p>\n" + "\n".join(figures))
+    """A plot for each measure two or more nights have numbers for; for one night its numbers in
+    words, for none a line saying why: never an empty frame."""
+    nights = _nights(report)
+    figures, lines = [], []
+    for chart in plots.charts(nights):
+        shown = chart.nights_with_numbers
+        title = _esc(chart.title)
+        if not shown:
+            lines.append(f"<p class=\"muted\"><strong>{title}</strong>: no plot, no night has a number yet "
+                         f"({_NONE_YET[chart.kind]}).</p>")
+        elif len(shown) == 1:
+            night = shown[0]
+            values = ", ".join(
+                ("" if chart.kind == "image" else _esc(name, 300) + " ")
+                + (_seconds(v[night]) if chart.kind == "wall" else _bytes(v[night]))
+                for name, v in chart.series.items() if not math.isnan(v[night]))
+            lines.append(f"<p><strong>{title}</strong>: only night <code>{_esc(nights[night].entry, 120)}</code> "
+                         f"has a number so far ({values}); the plot starts with a second night.</p>")
+        else:
+            figures.append(f"<figure><figcaption>{title}</figcaption>\n{plots.svg(nights, chart)}\n</figure>")
+    intro = ("<p class=\"muted\">Oldest night on the left, this night shaded, each night labelled by its entry id "
+             "(the ID <code>sparkimg promote</code> takes); a gap is a night with no number (a reused layer, an "
+             "unchanged or failed night).</p>\n") if figures else ""
+    return "<h2>Over the nights</h2>\n" + intro + "\n".join([*lines, *figures])

@@ -28,6 +28,7 @@ from sparkimg.formats.canonical import pretty, sha256_prefixed
 from sparkimg.formats.nightly import Entry, ImageOut, LayerRun, Moved, ObjectCost, cache_figures, report
 from sparkimg.formats.steps import Step
 from sparkimg.lock import resolve as lock_mod
+from sparkimg.nightly.failure import failure_of
 from sparkimg.nightly.moving import Change, details, layer_changes, moved, moving_inputs
 from sparkimg.nightly.state import LOCK_FILE, State, alone, default_folder
 from sparkimg.pipeline.build import BuildOptions, Built, build
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from sparkimg.compile.bounds import Overrides
     from sparkimg.distribution.push import Pushed
     from sparkimg.engine.protocol import Engine
+    from sparkimg.image.check import Difference
     from sparkimg.lock.resolve import Lock
     from sparkimg.store.content import Store
 
@@ -80,6 +82,7 @@ class Night:
     def to_json(self) -> dict[str, Any]:
         e = self.entry
         return {"status": e.status, "entry": e.entry, "failed_stage": e.failed_stage, "error": e.error,
+                "failure": None if e.failure is None else e.failure.to_json(),
                 "moved": [m.brief() for m in e.moved], "rebuilt": e.rebuilt,
                 "image": None if e.image is None else e.image.report(), "receipt": e.receipt,
                 "report": {"json": str(self.report_json), "html": str(self.report_html)}}
@@ -105,6 +108,7 @@ class _Progress:
     verify: dict[str, Any] | None = None
     steps: list[Step] = field(default_factory=list)  # each stage's time; the build's own steps in its place
     stage: str = "resolve"  # the stage under way: where an unforeseen error is recorded
+    differences: tuple[Difference, ...] = ()  # a failed check's, for the entry's failure
 
 
 def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = silent) -> Night:
@@ -151,11 +155,13 @@ def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = s
         finally:
             with contextlib.suppress(FileNotFoundError):
                 lock_mod.candidate_path(spec).unlink()
+        failure = None if stage is None else failure_of(stage, error or "", progress.layers, said,
+                                                        progress.differences)
         entry = Entry(entry_id, spec.path.name, rfc3339(started), rfc3339(time.time()), status,  # type: ignore[arg-type]
                       stage, error, tuple(progress.moved), tuple(progress.layers), progress.check, progress.verify,
                       progress.image, progress.receipt,
                       sha256_prefixed(progress.lock_bytes) if progress.lock_bytes is not None else None,
-                      steps=tuple(progress.steps))
+                      steps=tuple(progress.steps), failure=failure)
         drift = report_of(entry, state)
         files = {"report.json": pretty(drift), "report.html": render_html(drift, tell).encode()}
         if progress.lock_bytes is not None:
@@ -282,6 +288,7 @@ def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Sto
     if built.check is not None:
         progress.check = {"identical": built.check.identical, "differences": len(built.check.differences)}
         if not built.check.identical:
+            progress.differences = built.check.differences
             raise _Failed("check", f"the rebuild from scratch differs in {len(built.check.differences)} place(s); "
                           "see `sparkimg build --check` on the candidate")
     if not built.receipt.signed:
@@ -503,8 +510,16 @@ def _plain_html(drift: Mapping[str, Any]) -> str:
     layers = "".join(f"<tr><td>{e(str(layer.get('name')))}</td><td>{e(str(layer.get('status')))}</td>"
                      f"<td>{e(str(layer.get('reason')))}</td><td>{e(str(layer.get('wall_s')))}</td></tr>"
                      for layer in drift.get("layers", []))
-    error = f"<p>failed at {e(str(drift.get('failed_stage')))}: {e(str(drift.get('error')))}</p>" \
-        if drift.get("status") == "failed" else ""
+    error = ""
+    if drift.get("status") == "failed":
+        found = drift.get("failure")
+        failure: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        error = f"<p>failed at {e(str(drift.get('failed_stage')))}: {e(str(drift.get('error')))}</p>"
+        if failure.get("first_error_line"):
+            error += f"<p>first error line: <code>{e(str(failure['first_error_line']))}</code></p>"
+        files = "".join(f"<li>{e(str(f.get('layer')))}: {e(str(f.get('path')))}</li>"
+                        for f in failure.get("files") or [] if isinstance(f, Mapping))
+        error += f"<ul>{files}</ul>" if files else ""
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>sparkimg nightly "
             f"{e(str(drift.get('entry')))}</title></head><body><h1>{e(str(drift.get('spec')))}: "
             f"{e(str(drift.get('status')))}</h1>{error}<h2>moved</h2><table><tr><th>input</th><th>from</th>"

@@ -32,12 +32,14 @@ PACKAGE = "sparkimg-nt-extra"
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 
 # The compile layer's build script, kept in the git repository it builds: a pure-Python wheel
-# whose module carries the repository's rev.txt (a new commit, a new wheel). "fail" breaks it.
+# whose module carries the repository's rev.txt (a new commit, a new wheel). "fail" breaks it as a
+# compiler does: the error first, then lines after it (the tool's last word is not the cause).
 BUILD = """\
 import sys, zipfile
 rev = open("/src/rev.txt").read().strip()
 if rev == "fail":
-    sys.exit("this tip is broken")
+    sys.stderr.write("nt_kernel.cu(3): error: this tip is broken\\n1 error detected in nt_kernel.cu\\n")
+    sys.exit("ninja: build stopped")
 z = zipfile.ZipFile("/out/nt_kernel-0-py3-none-any.whl", "w")
 for name, data in [("nt_kernel.py", "REV = %r\\n" % rev),
                    ("nt_kernel-0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: nt-kernel\\nVersion: 0\\n"),
@@ -287,7 +289,14 @@ layers:
     hook = dict(line.split("=", 1) for line in told.read_text().splitlines())
     assert hook["SPARKIMG_NIGHTLY_STATUS"] == "failed" and hook["SPARKIMG_NIGHTLY_FAILED_STAGE"] == "build"
     assert hook["SPARKIMG_NIGHTLY_EXIT"] == "1" and hook["SPARKIMG_NIGHTLY_REPORT"] == broken["report"]["json"]
-    assert broken["error"].startswith("layer kernel") and "this tip is broken" in broken["error"]
+    assert broken["error"].startswith("layer kernel") and "ninja: build stopped" in broken["error"]
+    # The entry and its report keep the cause: the failed layer's first error line, not its last word.
+    failure = {"stage": "build", "first_error_line": "nt_kernel.cu(3): error: this tip is broken", "layer": "kernel",
+               "files": [], "files_total": 0}
+    assert broken["failure"] == failure
+    assert json.loads((Path(broken["report"]["json"]).parent / "entry.json").read_text())["failure"] == failure
+    page = Path(broken["report"]["html"]).read_text()
+    assert "<th>first error line</th><td><code>nt_kernel.cu(3): error: this tip is broken</code>" in page
     assert _statuses(broken) == {"kernel": "failed", "extra": "reused", "image": "skipped"}
     assert lock.read_bytes() == in_service
     assert engine.image_id(f"sparkimg-test/{name}:nightly") == base_night["image"]["config"]

@@ -353,7 +353,7 @@ def test_a_renderer_that_fails_costs_the_page_not_the_night(monkeypatch: pytest.
     from sparkimg.nightly import html as page
     from sparkimg.nightly.run import render_html
 
-    drift = report(_entry("20261203T020000Z"), [])
+    drift = report(_entry("20261203T020000Z"), [_entry("20261202T020000Z")])
     assert "sparkimg" in render_html(drift) and "<svg" in render_html(drift)  # the real page, plots inline
 
     def broken(report: object) -> str:

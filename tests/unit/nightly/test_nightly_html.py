@@ -1,5 +1,6 @@
 """The drift report page: untrusted strings escaped, the schema checked, the same bytes for the same
-report, nulls and an empty history drawn, nothing that reaches outside the file, the plots inline."""
+report, nulls and an empty history drawn, nothing that reaches outside the file, the plots inline
+with each night labelled by its entry id, no empty plot, and a failed night's detail."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from sparkimg.errors import UsageError
 from sparkimg.nightly import html as page
 from sparkimg.nightly import plots
-from tests.nightly_reports import HOSTILE, report
+from tests.nightly_reports import FAILED_CHECK, FAILED_COMPILE, HOSTILE, history, report
 from tests.support import REPO
 
 SHOWN = html.escape(HOSTILE.replace("\x07", "\ufffd"))  # control characters are shown as U+FFFD
@@ -65,6 +66,8 @@ def hostile_everywhere() -> dict[str, Any]:
              "objects": [{"name": HOSTILE, "wall_s": HOSTILE, "peak_memory_bytes": 7 << 30, "heavy": HOSTILE}]}
     return report(spec=HOSTILE, entry=HOSTILE, started=HOSTILE, finished=HOSTILE, status="failed",
                   failed_stage=HOSTILE, error=HOSTILE,
+                  failure={"stage": HOSTILE, "first_error_line": HOSTILE, "layer": HOSTILE,
+                           "files": [{"layer": HOSTILE, "path": HOSTILE, "kind": HOSTILE}], "files_total": HOSTILE},
                   moved=[{"input": HOSTILE, "kind": "git", "from": HOSTILE, "to": HOSTILE,
                           "from_detail": {"date": HOSTILE, "subject": HOSTILE},
                           "to_detail": {"date": HOSTILE, "subject": HOSTILE}}],
@@ -157,7 +160,42 @@ def test_the_plots_show_every_layer_with_numbers_and_this_night() -> None:
     for caption in ("Build time per layer", "Peak memory per layer", "Image size"):
         assert f"<figcaption>{caption}</figcaption>" in text
     assert ">demo-kernel</text>" in text and ">six</text>" in text  # legend entries
-    assert ">12-03</text>" in text and ">11-30</text>" in text  # nights on the x axis
+
+
+def test_each_night_on_the_x_axis_is_its_entry_id_two_nights_of_one_day_apart() -> None:
+    """Labelled by date, two nights of one day were one label twice; an entry id is what promote takes."""
+    nights = [*history(), {**history()[-1], "entry": "20261202T140000Z", "started": "2026-12-02T14:00:00Z",
+                           "status": "built", "image_size_bytes": 810000000,
+                           "layers": {"demo-kernel": {"wall_s": 13.0, "peak_memory_bytes": 750000000}}}]
+    text = page.render(report(history=nights))
+    assert text.count("<svg") == 3
+    for entry in ("20261130T020000Z", "20261201T020000Z", "20261202T020000Z", "20261202T140000Z",
+                  "20261203T020000Z"):
+        assert text.count(f">{entry}</text>") == 3, entry  # one tick per night in each plot
+    assert ">12-02</text>" not in text and ">12-03</text>" not in text
+    assert "night (entry id)</text>" in text
+
+
+def test_many_nights_label_every_nth_and_always_this_night() -> None:
+    assert plots.ticks(5) == [0, 1, 2, 3, 4] and plots.ticks(plots.TICKS_MAX) == list(range(plots.TICKS_MAX))
+    assert plots.ticks(45) == list(range(2, 45, 3))
+    many = [{"entry": f"202611{n // 24 + 1:02d}T{n % 24:02d}0000Z", "status": "built", "image_size_bytes": 1 << 30,
+             "layers": {"demo-kernel": {"wall_s": float(n), "peak_memory_bytes": 1 << 30}}} for n in range(59)]
+    text = page.render(report(history=many))
+    labels = [f">{m['entry']}</text>" for m in many]
+    labelled = [n for n, label in enumerate(labels) if label in text]
+    assert labelled == list(range(2, 59, 3)) and len(labelled) + 1 <= plots.TICKS_MAX
+    assert text.count(">20261203T020000Z</text>") == 3  # this night, always
+    assert "night (entry id; one in 3 labelled)</text>" in text
+
+
+def test_a_first_night_draws_no_empty_plot_and_says_its_numbers() -> None:
+    text = page.render(report(history=[]))
+    assert "<svg" not in text and "<figure" not in text
+    assert ("<strong>Build time per layer</strong>: only night <code>20261203T020000Z</code> has a number so far "
+            "(demo-kernel 12.3 s); the plot starts with a second night.") in text
+    assert "(demo-kernel 700.0 MiB)" in text and "(774.7 MiB)" in text
+    assert "This is the first night on record" in text
 
 
 def test_first_night_unchanged_and_all_numbers_null() -> None:
@@ -166,27 +204,69 @@ def test_first_night_unchanged_and_all_numbers_null() -> None:
     for layers in ([], nulls):
         text = page.render(report(status="unchanged", moved=[], layers=layers, check=None, verify=None, image=None,
                                   receipt=None, history=[]))
-        assert text.count("<svg") == 3 and "no numbers recorded" in text
+        assert "<svg" not in text
+        assert "<strong>Build time per layer</strong>: no plot, no night has a number yet (a layer has a build " \
+            "time only in a night that rebuilt it)." in text
+        assert "<strong>Image size</strong>: no plot, no night has a number yet" in text
         assert "This is the first night on record" in text and "No input moved" in text
         assert "not run" in text
 
 
+def test_a_measure_one_night_has_is_words_the_others_plots() -> None:
+    """Three nights, only one with an image size: two plots and a line, no frame with one dot."""
+    nights = [{**h, "image_size_bytes": None} for h in history()]
+    text = page.render(report(history=nights))
+    assert text.count("<svg") == 2 and "<figcaption>Image size</figcaption>" not in text
+    assert "<strong>Image size</strong>: only night <code>20261203T020000Z</code> has a number so far" in text
+
+
 def test_gaps_and_wrong_types_are_unknown_not_errors() -> None:
-    history = [{"entry": "a", "started": "2026-12-01T02:00:00Z", "status": "built", "image_size_bytes": "big",
-                "known_good": ["not", "a", "bool"],
-                "layers": {"k": {"wall_s": float("nan"), "peak_memory_bytes": True}, "j": "no"}},
-               "not a night", {"entry": "b", "started": None, "layers": None}]
-    weird = report(history=history, moved="nothing", layers=[{"name": "k", "wall_s": "1", "cpu_s": -1.0}],
-                   image={"size_bytes": None, "tags": "one"}, check={"identical": False, "differences": None})
+    nights = [{"entry": "a", "started": "2026-12-01T02:00:00Z", "status": "built", "image_size_bytes": "big",
+               "known_good": ["not", "a", "bool"],
+               "layers": {"k": {"wall_s": float("nan"), "peak_memory_bytes": True}, "j": "no"}},
+              "not a night", {"entry": "b", "started": None, "layers": None}]
+    weird = report(history=nights, moved="nothing", layers=[{"name": "k", "wall_s": "1", "cpu_s": -1.0}],
+                   image={"size_bytes": None, "tags": "one"}, check={"identical": False, "differences": None},
+                   failure={"stage": None, "files": "x", "files_total": "many", "first_error_line": 3})
     text = page.render(weird)
-    assert text.count("<svg") == 3 and "differs: an unknown number of differences" in text
+    assert "<svg" not in text and text.count("no plot, no night has a number yet") == 3
+    assert "differs: an unknown number of differences" in text
+    assert "<th>first error line</th><td><code>3</code>" in text
 
 
 def test_many_layers_get_a_legend_each() -> None:
     layers = [{"name": f"layer-{i:02d}", "status": "rebuilt", "reason": "moved", "wall_s": float(i), "cpu_s": 1.0,
                "peak_memory_bytes": i << 20} for i in range(40)]
-    text = page.render(report(layers=layers, history=[]))
+    earlier = {"entry": "20261202T020000Z", "layers": {f"layer-{i:02d}": {"wall_s": 1.0} for i in range(40)}}
+    text = page.render(report(layers=layers, history=[earlier]))
     assert all(f">layer-{i:02d}</text>" in text for i in range(40))
+
+
+def test_a_failed_compile_shows_its_stage_layer_and_first_error_line_escaped() -> None:
+    text = page.render(FAILED_COMPILE)
+    section = text[text.index("<h2>Why the night failed</h2>"):text.index("<h2>What moved</h2>")]
+    assert "<th>stage</th><td>build</td>" in section and "<th>layer</th><td><code>demo-kernel</code>" in section
+    assert ("<th>first error line</th><td><code>csrc/moe.cu(41): error: identifier &quot;__nv_fp4&lt;T&gt;&quot; "
+            "is undefined</code>") in section
+    assert "<table>" not in section  # no file list for a compile
+    assert "failed in build:</strong> layer demo-kernel: command exited with 2" in text  # the one-line error stays
+
+
+def test_a_failed_check_lists_the_files_that_differ_escaped() -> None:
+    text = page.render(FAILED_CHECK)
+    section = text[text.index("<h2>Why the night failed</h2>"):text.index("<h2>What moved</h2>")]
+    assert "<th>stage</th><td>check</td>" in section
+    assert "3 files differ between the two builds (the first 2; <code>sparkimg build --check</code>" in section
+    assert "<td>demo-kernel</td><td><code>usr/lib/python3/site-packages/demo/_C.so</code></td><td>content</td>" \
+        in section
+    assert "<td>image</td><td><code>etc/&lt;script&gt;x&lt;/script&gt;.conf</code></td><td>metadata</td>" in section
+    assert "<script" not in text
+
+
+def test_a_failed_night_from_before_failures_were_kept_says_so() -> None:
+    text = page.render({k: v for k, v in FAILED_COMPILE.items() if k != "failure"})
+    assert "recorded before a failure's detail was kept" in text
+    assert "Why the night failed" not in page.render(report())
 
 
 def test_units_for_people() -> None:
