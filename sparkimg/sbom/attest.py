@@ -22,6 +22,7 @@ from sparkimg.formats.oci import ImageRecord
 from sparkimg.formats.statement import Descriptor, Statement, Subject, image_subjects
 from sparkimg.image.build import BuildResult, compile_records
 from sparkimg.lock.resolve import Lock
+from sparkimg.sbom.inventory import Inventory
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey, PublicKey
 from sparkimg.signing.signed import Written, write_signed
@@ -40,14 +41,15 @@ def sbom_path(receipt: Path) -> Path:
     return receipt.with_name(f"{stem}.sbom.json")
 
 
-def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
-                report: Reporter = silent) -> dict[str, Any]:
-    """The SPDX 2.3 document of the image ``record``, from the store: each layer's reading (kept by
-    layer digest; a base layer the store lacks is streamed from its registry once), the lock and
-    the compile layers' records. The same lock gives the same document, byte for byte."""
+def inventory_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
+                 report: Reporter = silent) -> Inventory:
+    """The packages of the image ``record``, from the store: each layer's reading (kept by layer
+    digest; a base layer the store lacks is streamed from its registry once), the lock and the
+    compile layers' records. What every SBOM format is written from (``sbom.inventory``)."""
     from sparkimg.fetch.inputs import base_image
     from sparkimg.plan.keys import compute
-    from sparkimg.sbom import contents, spdx
+    from sparkimg.sbom import contents
+    from sparkimg.sbom.inventory import inventory
     from sparkimg.sbom.layers import readings
 
     base = base_image(lock, store, report=report)
@@ -55,7 +57,16 @@ def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image
     found = contents.read(readings(digests, store, base_repository=lock.base.repository,
                                    base_sizes={d.digest: d.size for d in base.layers}, report=report))
     records = compile_records(compute(spec, lock, store), store)
-    return spdx.document(spec, lock, record, found, records, image_ref)
+    return inventory(spec, lock, record, found, records, image_ref)
+
+
+def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
+                report: Reporter = silent) -> dict[str, Any]:
+    """The SPDX 2.3 document of the image ``record``, from the store (``inventory_of``). The same
+    lock gives the same document, byte for byte."""
+    from sparkimg.sbom import spdx
+
+    return spdx.document(inventory_of(spec, lock, store, record, image_ref, report))
 
 
 def make(result: BuildResult, store: Store, report: Reporter = silent) -> bytes:
