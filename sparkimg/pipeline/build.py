@@ -28,6 +28,7 @@ from sparkimg.plan.keys import Keyed, layer_keys
 from sparkimg.prewarm.warm import Result as PrewarmResult
 from sparkimg.prewarm.warm import prewarm_built
 from sparkimg.receipts.emit import RECORDS, Emitted, default_path, emit, has_statement
+from sparkimg.sbom import SPDX
 from sparkimg.sbom.attest import made as made_sbom
 from sparkimg.sbom.attest import sbom_path
 from sparkimg.signing.keys import signing_key
@@ -50,6 +51,7 @@ class BuildOptions:
     # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
     # spec's own lock untouched; no no-op stamp is kept for such a build.
     lock: Path | None = None
+    sbom_format: str = SPDX  # the format of the SBOM signed beside the receipt (``sparkimg.sbom.FORMATS``)
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
     signals.check()  # a stop asked for, whose raise a finalizer swallowed, never gets a signed receipt
     try:
         with steps.timed("sbom"):
-            sbom = made_sbom(result, store, key, receipt_file, tell)
+            sbom = made_sbom(result, store, key, receipt_file, tell, options.sbom_format)
         with steps.timed("sign"):
             emitted = emit(result, store, key, path=receipt_file, record_host=options.record_host,
                            prewarm=warmed[1] if warmed else None, sbom=sbom,
@@ -157,7 +159,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
                     statement_file=store.record_path(RECORDS, result.plan.image.key),
                     sbom_file=sbom_path(emitted.path),
                     output=noop.to_json(), said=noop_said, started_ns=started_ns, key=options.key,
-                    receipt=options.receipt, record_host=options.record_host)
+                    receipt=options.receipt, record_host=options.record_host, sbom_format=options.sbom_format)
     return built
 
 

@@ -83,6 +83,12 @@ class Inventory:
     def image(self) -> Package:
         return self.packages[0]
 
+    @property
+    def namespace(self) -> str:
+        """The URI either document is known by: the spec's name and the image's config digest
+        (SPDX's ``documentNamespace``; CycloneDX's serial number is a UUID made of it)."""
+        return f"https://sparkimg.dev/spdx/{quote(self.spec_name)}/{hex_of(self.config_digest)}"
+
 
 def _ref(kind: str, name: str) -> str:
     return f"{kind}-" + re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-")

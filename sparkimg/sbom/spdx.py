@@ -12,11 +12,9 @@ same lock write the same bytes.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from sparkimg import __version__
 from sparkimg._internal.times import rfc3339
-from sparkimg.formats.canonical import hex_of
 from sparkimg.sbom.inventory import Inventory, Package
 
 NOASSERTION = "NOASSERTION"
@@ -24,11 +22,6 @@ NOASSERTION = "NOASSERTION"
 
 def spdx_id(ref: str) -> str:
     return f"SPDXRef-{ref}"
-
-
-def namespace(inventory: Inventory) -> str:
-    """The document's namespace: the spec's name and the image's config digest."""
-    return f"https://sparkimg.dev/spdx/{quote(inventory.spec_name)}/{hex_of(inventory.config_digest)}"
 
 
 def _package(item: Package) -> dict[str, Any]:
@@ -60,7 +53,7 @@ def document(inventory: Inventory) -> dict[str, Any]:
         "dataLicense": "CC0-1.0",
         "SPDXID": "SPDXRef-DOCUMENT",
         "name": inventory.name,
-        "documentNamespace": namespace(inventory),
+        "documentNamespace": inventory.namespace,
         "creationInfo": {"created": rfc3339(inventory.created), "creators": [f"Tool: sparkimg-{__version__}"],
                          "comment": "written by sparkimg from its store: the image's layers, lock and build records"
                          + (f"; package databases not read: {', '.join(inventory.unread)}"

@@ -58,8 +58,8 @@ def lock(kernel: str = "path") -> Lock:
 
 
 def record() -> ImageRecord:
-    layer = Layer(Descriptor("application/vnd.oci.image.layer.v1.tar+gzip", "sha256:" + "c" * 64, 100), "sha256:" + "d" * 64, "demo-kernel",
-                  (("x86-64", 3),))
+    blob = Descriptor("application/vnd.oci.image.layer.v1.tar+gzip", "sha256:" + "c" * 64, 100)
+    layer = Layer(blob, "sha256:" + "d" * 64, "demo-kernel", (("x86-64", 3),))
     return ImageRecord("sha256:" + "e" * 64, "sha256:" + "f" * 64, "application/vnd.oci.image.manifest.v1+json",
                        "sha256:" + "8" * 64, (layer,), "gzip", "pax")
 
