@@ -31,7 +31,7 @@ from sparkimg.sbom.inventory import Inventory, Package, Relationship
 if TYPE_CHECKING:
     from cyclonedx.model.component import Component
 
-SPEC_VERSION = "1.6"  # what grype and trivy read; cyclonedx-python-lib writes it and 1.7
+SPEC_VERSION = "1.6"  # the library also writes 1.7; scanners have read 1.6 longer
 BOM_FORMAT = "CycloneDX"
 PURPOSE = "sparkimg:purpose"
 UNREAD = "sparkimg:unread-package-databases"
