@@ -7,7 +7,8 @@ every other package a component whose ``bom-ref`` is its inventory ref (its SPDX
 ``SPDXRef-``), of type ``library`` (``file`` for a patch file), with its purl, hashes
 (SHA-256, MD5), the SPDX comment as ``description`` and where it was fetched from as an
 external reference (``vcs`` for git, ``distribution`` for an sdist). CycloneDX has one
-relationship, ``dependsOn``: SPDX's CONTAINS and GENERATED_FROM read as the element depending on
+relationship, ``dependsOn``: SPDX's DESCENDANT_OF (the image of its base), CONTAINS and
+GENERATED_FROM read as the element depending on
 the related one, BUILD_DEPENDENCY_OF and RUNTIME_DEPENDENCY_OF the other way round; a build
 dependency's scope is ``excluded`` (not in the image). Every component keeps its SPDX purpose in
 the property ``sparkimg:purpose``.
@@ -43,9 +44,9 @@ def serial_number(inventory: Inventory) -> uuid.UUID:
 
 
 def _depends(relationship: Relationship) -> tuple[str, str]:
-    """(dependent, dependency) of an SPDX relationship: CONTAINS and GENERATED_FROM read from the
-    element to the related one; X_DEPENDENCY_OF the other way round."""
-    if relationship.type in ("CONTAINS", "GENERATED_FROM"):
+    """(dependent, dependency) of an SPDX relationship: DESCENDANT_OF, CONTAINS and GENERATED_FROM
+    read from the element to the related one; X_DEPENDENCY_OF the other way round."""
+    if relationship.type in ("DESCENDANT_OF", "CONTAINS", "GENERATED_FROM"):
         return relationship.element, relationship.related
     return relationship.related, relationship.element
 

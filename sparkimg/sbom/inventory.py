@@ -5,6 +5,8 @@ the same packages with the same versions, purls and digests. Everything sparkimg
 
 - the image (``CONTAINER``), named by its manifest digest, with the CPU audit's count of the ELF
   files in the layers sparkimg wrote, by machine;
+- the base image it was built on (``CONTAINER``, ``pkg:oci/NAME@MANIFEST?repository_url=…``),
+  as the lock pins it;
 - every Debian package dpkg recorded in it (``pkg:deb/debian/NAME@VERSION?arch=ARCH``);
 - every Python distribution in its site-packages (``pkg:pypi/NAME@VERSION``), with the wheel's
   sha256 where sparkimg installed it;
@@ -13,10 +15,10 @@ the same packages with the same versions, purls and digests. Everything sparkimg
 - each patch file, by sha256 and md5 (a set baked into the image is CONTAINED by it; a set
   mounted at run time is a RUNTIME_DEPENDENCY_OF it).
 
-Relationships use SPDX 2.3's words (the first format sparkimg wrote): the image CONTAINS each
-package in it; a compiled library and the wheel that carried it are GENERATED_FROM their source,
-which is a BUILD_DEPENDENCY_OF the image. Deterministic: packages in a fixed order, ids from
-names, the time the lock's SOURCE_DATE_EPOCH.
+Relationships use SPDX 2.3's words (the first format sparkimg wrote): the image is a
+DESCENDANT_OF its base and CONTAINS each package in it; a compiled library and the wheel that
+carried it are GENERATED_FROM their source, which is a BUILD_DEPENDENCY_OF the image.
+Deterministic: packages in a fixed order, ids from names, the time the lock's SOURCE_DATE_EPOCH.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from sparkimg.sbom.contents import Contents
 from sparkimg.spec import CompileLayer, Spec
 
 Purpose = Literal["CONTAINER", "LIBRARY", "SOURCE", "FILE"]  # SPDX 2.3 primaryPackagePurpose
-RelationshipType = Literal["CONTAINS", "GENERATED_FROM", "BUILD_DEPENDENCY_OF", "RUNTIME_DEPENDENCY_OF"]
+RelationshipType = Literal["DESCENDANT_OF", "CONTAINS", "GENERATED_FROM", "BUILD_DEPENDENCY_OF",
+                           "RUNTIME_DEPENDENCY_OF"]
 IMAGE = "Image"  # the image's ref
+BASE = "Base"  # its base image's
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,18 @@ def inventory(spec: Spec, lock: Lock, record: ImageRecord, contents: Contents,
                         checksums={"SHA256": hex_of(record.manifest_digest)},
                         comment=f"manifest {record.manifest_digest}, config {record.config_digest}; "
                         f"{_census(record, lock.platform)}")]
-    relationships: list[Relationship] = []
+    base = lock.base
+    name = base.repository.rsplit("/", 1)[-1]
+    arch = base.platform.split("/")[1] if "/" in base.platform else ""
+    qualifiers = "&".join(f"{k}={quote(v, safe='')}" for k, v in (("arch", arch),
+                          ("repository_url", base.repository), ("tag", base.tag or "")) if v)
+    packages.append(Package(BASE, base.reference, base.config_digest, "CONTAINER",
+                            purl=f"pkg:oci/{quote(name)}@{quote(base.manifest_digest)}?{qualifiers}",
+                            checksums={"SHA256": hex_of(base.manifest_digest)},
+                            comment=f"the base image, manifest {base.manifest_digest}, config {base.config_digest}"
+                            + (f", of the index {base.index_digest}" if base.index_digest else "")
+                            + f", for {base.platform}"))
+    relationships = [Relationship(IMAGE, "DESCENDANT_OF", BASE)]
 
     def contains(package: Package) -> None:
         packages.append(package)

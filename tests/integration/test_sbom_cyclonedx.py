@@ -73,6 +73,9 @@ def test_the_demo_cyclonedx_sbom_validates_names_what_spdx_names_and_can_be_the_
         six = [c for c in document["components"] if c["name"] == "six"]
         assert six[0]["hashes"] == [{"alg": "SHA-256", "content": lock["sources"]["six"]["sha256"]}]
         assert document["metadata"]["component"]["name"] == image
+        base = PackageURL.from_string(next(c["purl"] for c in document["components"] if c["bom-ref"] == "Base"))
+        assert base.version == lock["base"]["manifest_digest"]
+        assert base.qualifiers["repository_url"] == lock["base"]["repository"]
         table = _printed(capsys, store, "sbom", str(demo), "--format", "cyclonedx")
         assert "six" in table and "1.16.0" in table
 

@@ -72,7 +72,7 @@ def test_its_dependencies_mirror_the_spdx_relationships(kind: str) -> None:
         element, related = r["spdxElementId"].removeprefix("SPDXRef-"), r["relatedSpdxElement"].removeprefix("SPDXRef-")
         if r["relationshipType"] == "DESCRIBES":
             assert related == document["metadata"]["component"]["bom-ref"]
-        elif r["relationshipType"] in ("CONTAINS", "GENERATED_FROM"):
+        elif r["relationshipType"] in ("DESCENDANT_OF", "CONTAINS", "GENERATED_FROM"):
             expected.add((element, related))
         else:  # BUILD_DEPENDENCY_OF, RUNTIME_DEPENDENCY_OF: the related one depends on the element
             expected.add((related, element))
@@ -94,6 +94,14 @@ def test_sources_patches_and_the_image_carry_what_spdx_says_of_them() -> None:
     assert patch["type"] == "file" and {h["alg"] for h in patch["hashes"]} == {"SHA-256", "MD5"}
     image = cyclonedx.document(made("git"))["metadata"]["component"]
     assert image["type"] == "container" and image["version"] == "sha256:" + "f" * 64
+    base = git["Base"]  # the image descends from it: SPDX's DESCENDANT_OF, CycloneDX's dependsOn
+    assert base["type"] == "container" and base["name"] == "127.0.0.1:5000/sparkimg/demo-base:bookworm"
+    assert PackageURL.from_string(base["purl"]) == PackageURL(
+        "oci", None, "demo-base", "sha256:" + "8" * 64,
+        {"arch": "amd64", "repository_url": "127.0.0.1:5000/sparkimg/demo-base", "tag": "bookworm"})
+    assert base["hashes"] == [{"alg": "SHA-256", "content": "8" * 64}]
+    on = next(d["dependsOn"] for d in cyclonedx.document(made("git"))["dependencies"] if d["ref"] == "Image")
+    assert "Base" in on and set(on) == set(git)  # its base, what it contains, its build and run-time inputs
 
 
 def test_the_same_image_gives_the_same_bytes_with_a_serial_number_and_time_of_its_own() -> None:
