@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkimg.errors import EnvelopeError
+from sparkimg.errors import EnvelopeError, UsageError
 from sparkimg.formats.canonical import canonical
 from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
 from sparkimg.formats.statement import Subject
-from sparkimg.sbom import CYCLONEDX, SPDX
+from sparkimg.sbom import CYCLONEDX, FORMATS, SPDX
 
 # The in-toto attestation framework's predicate types (as `docker buildx --sbom` and cosign write them).
 PREDICATE_TYPES = {SPDX: "https://spdx.dev/Document/v2.3", CYCLONEDX: "https://cyclonedx.org/bom"}
@@ -25,6 +25,14 @@ MEDIA_TYPE = "application/vnd.in-toto+json"  # what the receipt's byproduct dige
 BYPRODUCT = "sbom"  # the receipt byproduct's name
 SPDX_VERSION = "SPDX-2.3"
 NAMES = {SPDX: "SPDX 2.3", CYCLONEDX: "CycloneDX"}
+
+
+def known(kind: str) -> str:
+    """``kind`` when it is a format sparkimg writes; else a ``UsageError`` naming them (a caller of
+    the API, which the CLI's choices do not guard)."""
+    if kind not in FORMATS:
+        raise UsageError(f"unknown SBOM format {kind!r}", hint=f"use one of: {', '.join(FORMATS)}")
+    return kind
 
 
 def format_of(document: Mapping[str, Any]) -> str | None:

@@ -6,10 +6,10 @@ path sources and patch sets, nvcc, the signing key, sparkimg's own modules) and 
 receipt, its statement record, the store's image record and blobs), each by inode, size, mtime
 and ctime (ctime moves on any change and cannot be set back by the file's owner; what ninja and
 git's index trust), plus the options (the SBOM's format among them) and environment that change
-a build's outcome. It holds only while all of them are the same and the engine still has the image by the same ID (the
-config digest, or the manifest digest that names it: the same labels, the key among them);
-then the build prints what the stamped no-op said. Anything else goes the whole way, which
-writes a new stamp.
+a build's outcome. It holds only while all of them are the same and the engine still has the
+image by the same ID (the config digest, or the manifest digest that names it: the same labels,
+the key among them); then the build prints what the stamped no-op said. Anything else goes the
+whole way, which writes a new stamp.
 
 Checking a stamp imports the standard library's ``os``, ``marshal`` and ``socket`` and the engine
 API leaf, nothing else (``cli.fast``): the answer costs tens of milliseconds, most of them the

@@ -17,6 +17,7 @@ from sparkimg.compile.bounds import Overrides
 from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
+from sparkimg.formats.sbom import known
 from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
 from sparkimg.image.build import BuildResult, described
@@ -52,6 +53,9 @@ class BuildOptions:
     # spec's own lock untouched; no no-op stamp is kept for such a build.
     lock: Path | None = None
     sbom_format: str = SPDX  # the format of the SBOM signed beside the receipt (``sparkimg.sbom.FORMATS``)
+
+    def __post_init__(self) -> None:
+        known(self.sbom_format)  # refused before anything is built
 
 
 @dataclass(frozen=True)

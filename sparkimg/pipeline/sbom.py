@@ -58,6 +58,8 @@ def shown(source: Path | str, trusted: PublicKey | None, store: Store, report: R
       the newest one it signed.
     A signed SBOM is shown in the format it was signed in; ``kind`` naming another is a
     ``UsageError`` (it is never converted: its signature covers the document as it is)."""
+    if kind is not None:
+        sbom_format.known(kind)
     path = Path(source)
     if not path.exists() and "/" in str(source) and not str(source).endswith((".json", ".yaml", ".yml")):
         artifact, attached = attached_sbom(str(source), trusted)

@@ -1,12 +1,12 @@
 """The SBOM of a build, signed, and named by the build's receipt.
 
 At build (``make``): the SPDX document (or the CycloneDX one, when asked) is made from the
-store (``document_of``), wrapped in an
-in-toto statement about the receipt's subjects (``formats.sbom``), kept in the store by image
-key (records ``sboms``) and written beside the receipt (``sbom_path``) as a DSSE envelope
-signed with the build's key; the receipt names it as its ``sbom`` byproduct by the statement's
-sha256. Wherever an SBOM arrives later (verify-receipt, verify-node, pull, load, ``sparkimg
-sbom``), ``checks`` holds it against the receipt that names it.
+store (``document_of``), wrapped in an in-toto statement about the receipt's subjects
+(``formats.sbom``), kept in the store by image key (records ``sboms``) and written beside the
+receipt (``sbom_path``) as a DSSE envelope signed with the build's key; the receipt names it as
+its ``sbom`` byproduct by the statement's sha256. Wherever an SBOM arrives later (verify-receipt,
+verify-node, pull, load, ``sparkimg sbom``), ``checks`` holds it against the receipt that names
+it, whichever format it is in.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ every other package a component whose ``bom-ref`` is its inventory ref (its SPDX
 (SHA-256, MD5), the SPDX comment as ``description`` and where it was fetched from as an
 external reference (``vcs`` for git, ``distribution`` for an sdist). CycloneDX has one
 relationship, ``dependsOn``: SPDX's DESCENDANT_OF (the image of its base), CONTAINS and
-GENERATED_FROM read as the element depending on
-the related one, BUILD_DEPENDENCY_OF and RUNTIME_DEPENDENCY_OF the other way round; a build
-dependency's scope is ``excluded`` (not in the image). Every component keeps its SPDX purpose in
+GENERATED_FROM read as the element depending on the related one, BUILD_DEPENDENCY_OF and
+RUNTIME_DEPENDENCY_OF the other way round; a build dependency's scope is ``excluded`` (not in
+the image). Every component keeps its SPDX purpose in
 the property ``sparkimg:purpose``.
 
 Deterministic: the serial number is a UUID5 of the document's namespace (spec name and config
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from cyclonedx.model.component import Component
 
 SPEC_VERSION = "1.6"  # the library also writes 1.7; scanners have read 1.6 longer
-BOM_FORMAT = "CycloneDX"
 PURPOSE = "sparkimg:purpose"
 UNREAD = "sparkimg:unread-package-databases"
 

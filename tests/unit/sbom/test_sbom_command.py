@@ -11,6 +11,7 @@ import pytest
 
 from sparkimg import api
 from sparkimg.cli import main
+from sparkimg.errors import UsageError
 from sparkimg.formats import sbom as sbom_format
 from sparkimg.formats.statement import Subject
 from sparkimg.sbom import CYCLONEDX, FORMATS, SPDX
@@ -55,3 +56,11 @@ def test_a_signed_sbom_is_shown_in_the_format_it_was_signed_in(kind: str, tmp_pa
     assert main(["sbom", str(path), "--format", other]) == 2
     err = capsys.readouterr().err
     assert "a signed SBOM is shown as it was signed" in err and f"--format {other}" in err
+
+
+def test_the_api_refuses_an_unknown_format_before_anything_is_built_or_read(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="unknown SBOM format 'xml'") as refused:
+        api.BuildOptions(sbom_format="xml")
+    assert refused.value.hint is not None and all(name in refused.value.hint for name in FORMATS)
+    with pytest.raises(UsageError, match="unknown SBOM format 'xml'"):
+        api.sbom(tmp_path / "none.yaml", store=tmp_path / "store", sbom_format="xml")
