@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
-from sparkimg.sbom import SPDX
+from sparkimg.formats.sbom_formats import SPDX
 
 if TYPE_CHECKING:
     from sparkimg.compile.bounds import Overrides

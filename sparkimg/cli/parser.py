@@ -16,7 +16,7 @@ from typing import Any, NoReturn, cast
 from sparkimg import __version__
 from sparkimg._internal.suggest import closest
 from sparkimg._internal.units import parse_size
-from sparkimg.sbom import FORMATS
+from sparkimg.formats.sbom_formats import FORMATS
 
 EXAMPLES = {
     "check": "sparkimg check layers/demo.yaml",

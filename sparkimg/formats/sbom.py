@@ -16,8 +16,8 @@ from typing import Any
 from sparkimg.errors import EnvelopeError, UsageError
 from sparkimg.formats.canonical import canonical
 from sparkimg.formats.intoto import STATEMENT_TYPE, parse_payload
+from sparkimg.formats.sbom_formats import CYCLONEDX, FORMATS, SPDX
 from sparkimg.formats.statement import Subject
-from sparkimg.sbom import CYCLONEDX, FORMATS, SPDX
 
 # The in-toto attestation framework's predicate types (as `docker buildx --sbom` and cosign write them).
 PREDICATE_TYPES = {SPDX: "https://spdx.dev/Document/v2.3", CYCLONEDX: "https://cyclonedx.org/bom"}
@@ -36,7 +36,7 @@ def known(kind: str) -> str:
 
 
 def format_of(document: Mapping[str, Any]) -> str | None:
-    """The format of an SBOM document (``sparkimg.sbom.FORMATS``), or None when it is neither."""
+    """The format of an SBOM document (``formats.sbom_formats.FORMATS``), or None when it is neither."""
     if document.get("spdxVersion") == SPDX_VERSION:
         return SPDX
     if document.get("bomFormat") == "CycloneDX":

@@ -24,7 +24,7 @@ import sys
 from sparkimg import __version__
 from sparkimg._internal.fs.identity import identity
 from sparkimg._internal.locations import KEY_ENV
-from sparkimg.sbom import SPDX
+from sparkimg.formats.sbom_formats import SPDX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

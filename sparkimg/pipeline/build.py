@@ -18,6 +18,7 @@ from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.sbom import known
+from sparkimg.formats.sbom_formats import SPDX
 from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
 from sparkimg.image.build import BuildResult, described
@@ -29,7 +30,6 @@ from sparkimg.plan.keys import Keyed, layer_keys
 from sparkimg.prewarm.warm import Result as PrewarmResult
 from sparkimg.prewarm.warm import prewarm_built
 from sparkimg.receipts.emit import RECORDS, Emitted, default_path, emit, has_statement
-from sparkimg.sbom import SPDX
 from sparkimg.sbom.attest import made as made_sbom
 from sparkimg.sbom.attest import sbom_path
 from sparkimg.signing.keys import signing_key
@@ -52,7 +52,7 @@ class BuildOptions:
     # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
     # spec's own lock untouched; no no-op stamp is kept for such a build.
     lock: Path | None = None
-    sbom_format: str = SPDX  # the format of the SBOM signed beside the receipt (``sparkimg.sbom.FORMATS``)
+    sbom_format: str = SPDX  # the format of the SBOM signed beside the receipt (``formats.sbom_formats.FORMATS``)
 
     def __post_init__(self) -> None:
         known(self.sbom_format)  # refused before anything is built

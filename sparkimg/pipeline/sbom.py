@@ -12,9 +12,9 @@ from sparkimg.distribution.pull import attached_sbom
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
 from sparkimg.formats import sbom as sbom_format
+from sparkimg.formats.sbom_formats import SPDX
 from sparkimg.pipeline.context import stored_image
 from sparkimg.plan.keys import image_ref
-from sparkimg.sbom import SPDX
 from sparkimg.sbom.attest import UNCHECKED, document_of, signed_file
 from sparkimg.sbom.listing import Listed, packages, title
 from sparkimg.signing import dsse
@@ -33,7 +33,7 @@ class ShownSbom:
 
     @property
     def format(self) -> str:
-        """``spdx`` or ``cyclonedx`` (``sparkimg.sbom.FORMATS``)."""
+        """``spdx`` or ``cyclonedx`` (``formats.sbom_formats.FORMATS``)."""
         return sbom_format.format_of(self.document) or SPDX
 
     @property

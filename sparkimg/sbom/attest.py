@@ -20,10 +20,10 @@ from sparkimg.errors import EnvelopeError, UsageError, VerificationError
 from sparkimg.events import Phase, Reporter, silent
 from sparkimg.formats import sbom as sbom_format
 from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.sbom_formats import CYCLONEDX, SPDX
 from sparkimg.formats.statement import Descriptor, Statement, Subject, image_subjects
 from sparkimg.image.build import BuildResult, compile_records
 from sparkimg.lock.resolve import Lock
-from sparkimg.sbom import CYCLONEDX, SPDX
 from sparkimg.sbom.inventory import Inventory
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey, PublicKey
@@ -70,7 +70,7 @@ def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image
 
 
 def written(inventory: Inventory, kind: str) -> dict[str, Any]:
-    """``inventory`` as a document in the format ``kind`` (``sparkimg.sbom.FORMATS``)."""
+    """``inventory`` as a document in the format ``kind`` (``formats.sbom_formats.FORMATS``)."""
     if kind == CYCLONEDX:
         from sparkimg.sbom import cyclonedx  # the CycloneDX library loads only for a CycloneDX SBOM
 

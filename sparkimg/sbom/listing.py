@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from sparkimg.formats.sbom import format_of
-from sparkimg.sbom import SPDX
+from sparkimg.formats.sbom_formats import SPDX
 from sparkimg.sbom.cyclonedx import PURPOSE
 
 

@@ -14,8 +14,9 @@ from packageurl import PackageURL
 from sparkimg import __version__
 from sparkimg.errors import EnvelopeError
 from sparkimg.formats import sbom as sbom_format
+from sparkimg.formats.sbom_formats import CYCLONEDX, FORMATS, SPDX
 from sparkimg.formats.statement import Subject
-from sparkimg.sbom import CYCLONEDX, FORMATS, SPDX, cyclonedx, spdx
+from sparkimg.sbom import cyclonedx, spdx
 from sparkimg.sbom.attest import written
 from sparkimg.sbom.listing import packages, title
 

@@ -13,8 +13,8 @@ from sparkimg import api
 from sparkimg.cli import main
 from sparkimg.errors import UsageError
 from sparkimg.formats import sbom as sbom_format
+from sparkimg.formats.sbom_formats import CYCLONEDX, FORMATS, SPDX
 from sparkimg.formats.statement import Subject
-from sparkimg.sbom import CYCLONEDX, FORMATS, SPDX
 from sparkimg.sbom.attest import written
 from sparkimg.signing.signed import write_signed
 
