@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sparkimg.errors import UsageError
 from sparkimg.events import Reporter, silent
+from sparkimg.formats.sbom_formats import SPDX
 
 if TYPE_CHECKING:
     from sparkimg.compile.bounds import Overrides
@@ -223,7 +224,8 @@ def build(spec_path: Path, options: BuildOptions | None = None, *, store: Path |
 
 
 def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None = None,
-               receipt: Path | None = None, record_host: bool = False) -> NoopAnswer | None:
+               receipt: Path | None = None, record_host: bool = False,
+               sbom_format: str = SPDX) -> NoopAnswer | None:
     """The answer of a ``build`` that would build nothing, from its stamp (``image.stamp``), without
     loading the spec or the pipeline; None when the build must run, or when the stamp cannot be
     read or checked (``image.stamp.holding``: a stamp only ever saves time)."""
@@ -231,17 +233,18 @@ def noop_build(spec_path: Path, *, store: Path | None = None, key: Path | None =
 
     return holding(str(spec_path), store=str(store) if store is not None else None,
                    key=str(key) if key is not None else None, receipt=str(receipt) if receipt is not None else None,
-                   record_host=record_host)
+                   record_host=record_host, sbom_format=sbom_format)
 
 
 def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = None,
-         report: Reporter = silent) -> ShownSbom:
-    """The SBOM (an SPDX 2.3 document) of a built image from a SPEC (made from the store), a
-    RECEIPT or SBOM file, or a REF in a registry; checked with ``key`` (``pipeline.sbom``)."""
+         report: Reporter = silent, sbom_format: str | None = None) -> ShownSbom:
+    """The SBOM (an SPDX 2.3 or CycloneDX 1.6 document) of a built image from a SPEC (made from the
+    store in ``sbom_format``, default SPDX), a RECEIPT or SBOM file, or a REF in a registry (as
+    signed; ``sbom_format`` naming another format is refused); checked with ``key`` (``pipeline.sbom``)."""
     from sparkimg.pipeline.sbom import shown
     from sparkimg.signing.keys import load_public
 
-    return shown(source, load_public(key) if key is not None else None, _store(store), report)
+    return shown(source, load_public(key) if key is not None else None, _store(store), report, sbom_format)
 
 
 # -- push ------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.recheck and not args.check:
         raise UsageError("--recheck goes with --check", hint=f"sparkimg build {args.spec} --check --recheck")
     options = api.BuildOptions(_overrides(args), args.key, args.receipt, args.record_host, args.prewarm, args.check,
-                               args.recheck)
+                               args.recheck, sbom_format=args.sbom_format)
     built = api.build(args.spec, options, store=args.store, report=_reporter(args))
     result = built.result
     failed = 1 if built.check is not None and not built.check.identical else 0
@@ -179,16 +179,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_sbom(args: argparse.Namespace) -> int:
-    shown = api.sbom(args.source, key=args.key, store=args.store, report=_reporter(args))
-    document = shown.document
-    if _emit(args, document, document=True):
+    shown = api.sbom(args.source, key=args.key, store=args.store, report=_reporter(args),
+                     sbom_format=args.sbom_format)
+    if _emit(args, shown.document, document=True):
         return 0
-    rows: list[list[render.Cell]] = []
-    for package in document["packages"][1:]:
-        sums = {c["algorithm"]: c["checksumValue"] for c in package.get("checksums", [])}
-        rows.append([package["primaryPackagePurpose"].lower(), package["name"], package.get("versionInfo", ""),
-                     render.ident(sums.get("SHA256") or "", 16) or package.get("comment", "")[:60]])
-    render.table(f"{document['name']}: {len(rows)} package(s)", ["kind", "name", "version", "sha256 or note"], rows)
+    rows: list[list[render.Cell]] = [[p.kind, p.name, p.version, render.ident(p.sha256, 16) or p.note[:60]]
+                                     for p in shown.packages]
+    render.table(f"{shown.name}: {len(rows)} package(s)", ["kind", "name", "version", "sha256 or note"], rows)
     render.line(f"from {shown.source}; signature: {shown.signature}")
     return 0
 

@@ -16,6 +16,7 @@ from typing import Any, NoReturn, cast
 from sparkimg import __version__
 from sparkimg._internal.suggest import closest
 from sparkimg._internal.units import parse_size
+from sparkimg.formats.sbom_formats import FORMATS
 
 EXAMPLES = {
     "check": "sparkimg check layers/demo.yaml",
@@ -36,6 +37,7 @@ EXAMPLES = {
     "doctor": "sparkimg doctor --json      # or: sparkimg doctor --clean (containers and folders of dead runs)",
     "gc": "sparkimg gc --dry-run      # then: sparkimg gc, or sparkimg gc --keep-storage 200g",
     "sbom": "sparkimg sbom layers/demo.yaml --json      # SPDX 2.3 JSON; without --json a table\n"
+            "  sparkimg sbom layers/demo.yaml --format cyclonedx --json   # CycloneDX 1.6, for grype and trivy\n"
             "  sparkimg sbom receipts/demo/KEY.receipt.json --key demo.pub\n"
             "  sparkimg sbom 127.0.0.1:5000/sparkimg/demo:latest --key demo.pub",
     "keygen": "sparkimg keygen --out ~/.config/sparkimg/node1      # writes node1.key (0600) and node1.pub",
@@ -244,6 +246,8 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--receipt", type=Path, help="where to write the receipt "
                    "(default: receipts/NAME/KEY.receipt.json under the spec's root)")
     p.add_argument("--record-host", action="store_true", help="record this machine's host name in the receipt")
+    p.add_argument("--sbom-format", choices=FORMATS, default=FORMATS[0], help="the format of the SBOM signed "
+                   f"beside the receipt: {' or '.join(FORMATS)} (default {FORMATS[0]})")
     p.add_argument("--prewarm", type=Path, metavar="DIR", help="then prewarm the spec's FlashInfer kernel set "
                    "into DIR inside the new image, and record its manifest in the receipt")
     p = command("keygen", "write an ECDSA P-256 signing key pair: PREFIX.key (0600) and PREFIX.pub", spec=False)
@@ -348,11 +352,15 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--clean", action="store_true", help="also remove what runs that died left behind: their "
                    "containers (by owner label) and their work folders in the store")
     p = command("sbom", "what is inside the built image: its Debian packages, Python distributions, compiled "
-                "libraries with their CUDA architectures, sources and patch files (SPDX 2.3 with --json)", spec=False)
+                "libraries with their CUDA architectures, sources and patch files (SPDX 2.3 or CycloneDX 1.6 with "
+                "--json)", spec=False)
     p.add_argument("source", metavar="SPEC|RECEIPT|REF", help="a layer spec (made from the store), a receipt (the "
                    "signed SBOM beside it) or an image in a registry (the SBOM attached beside it)")
     p.add_argument("--key", type=Path, metavar="PUB", help="check the SBOM's signature (and against the receipt "
                    "that names it) with this public key")
+    p.add_argument("--format", choices=FORMATS, dest="sbom_format", help="the document's format: "
+                   f"{' or '.join(FORMATS)}; a SPEC's default {FORMATS[0]}, a signed SBOM's the format it was signed "
+                   "in (another is refused)")
     p = command("store", "check the store: `verify` hashes every blob against its name (as git fsck does); exit 0 "
                 "all sound, 1 damaged blobs found; --repair removes them, so the next build fetches or rebuilds "
                 "them", spec=False)

@@ -20,7 +20,7 @@ def noop_build(args: argparse.Namespace) -> int | None:
     if args.prewarm is not None or args.check:
         return None
     found = api.noop_build(args.spec, store=args.store, key=args.key, receipt=args.receipt,
-                           record_host=args.record_host)
+                           record_host=args.record_host, sbom_format=args.sbom_format)
     if found is None:
         return None
     if not args.json_logs:

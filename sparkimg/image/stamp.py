@@ -5,11 +5,11 @@ A stamp lists every file the build read (the spec, the lock, every file and fold
 path sources and patch sets, nvcc, the signing key, sparkimg's own modules) and wrote (the
 receipt, its statement record, the store's image record and blobs), each by inode, size, mtime
 and ctime (ctime moves on any change and cannot be set back by the file's owner; what ninja and
-git's index trust), plus the options and environment that change a build's outcome. It holds
-only while all of them are the same and the engine still has the image by the same ID (the
-config digest, or the manifest digest that names it: the same labels, the key among them);
-then the build prints what the stamped no-op said. Anything else goes the whole way, which
-writes a new stamp.
+git's index trust), plus the options (the SBOM's format among them) and environment that change
+a build's outcome. It holds only while all of them are the same and the engine still has the
+image by the same ID (the config digest, or the manifest digest that names it: the same labels,
+the key among them); then the build prints what the stamped no-op said. Anything else goes the
+whole way, which writes a new stamp.
 
 Checking a stamp imports the standard library's ``os``, ``marshal`` and ``socket`` and the engine
 API leaf, nothing else (``cli.fast``): the answer costs tens of milliseconds, most of them the
@@ -24,6 +24,7 @@ import sys
 from sparkimg import __version__
 from sparkimg._internal.fs.identity import identity
 from sparkimg._internal.locations import KEY_ENV
+from sparkimg.formats.sbom_formats import SPDX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,14 +65,15 @@ def _sha256(data: bytes) -> str:
 
 
 def context(store_root: str | os.PathLike[str], *, key: str | os.PathLike[str] | None,
-            receipt: str | os.PathLike[str] | None, record_host: bool) -> dict[str, Any]:
+            receipt: str | os.PathLike[str] | None, record_host: bool, sbom_format: str = SPDX) -> dict[str, Any]:
     """What besides the files changes a build's outcome: the options and the environment (the key
     file as the build would find it: ``key``, else $SPARKIMG_KEY, from this folder)."""
     chosen = key or os.environ.get(KEY_ENV) or None
     return {"sparkimg": __version__, "stamp": VERSION, "store": os.path.realpath(store_root),
             "key": os.path.realpath(chosen) if chosen else None,
             "receipt": os.path.realpath(receipt) if receipt else None,
-            "record_host": record_host, "env": {name: os.environ.get(name) for name in ENVIRONMENT},
+            "record_host": record_host, "sbom_format": sbom_format,
+            "env": {name: os.environ.get(name) for name in ENVIRONMENT},
             "secrets": {name: _sha256(os.environ[name].encode()) if name in os.environ else None
                         for name in SECRETS}}
 
@@ -166,7 +168,7 @@ class Stamp:
 
 
 def holding(spec: str, *, store: str | None, key: str | None, receipt: str | None,
-            record_host: bool) -> Stamp | None:
+            record_host: bool, sbom_format: str = SPDX) -> Stamp | None:
     """The stamp of ``spec`` in ``store`` (default: the build's) when it holds; None when the build
     must run. Any failure to read or check the stamp is None too: a stamp only ever saves time, so
     a damaged or unreadable one (or one another sparkimg wrote) sends the build the whole way,
@@ -176,7 +178,7 @@ def holding(spec: str, *, store: str | None, key: str | None, receipt: str | Non
     try:
         root = os.path.expanduser(store or default_store_text())
         found = read(location(root, spec))
-        ctx = context(root, key=key, receipt=receipt, record_host=record_host)
+        ctx = context(root, key=key, receipt=receipt, record_host=record_host, sbom_format=sbom_format)
         return found if found is not None and found.holds(ctx) else None
     except Exception:  # deliberately broad: see the docstring; tests/unit/image/test_stamp.py
         return None
@@ -219,7 +221,8 @@ def forget(path: str | os.PathLike[str]) -> None:
 
 def keep_noop(where: str, spec: Spec, lock: Lock, store: Store, engine: Engine, result: BuildResult, *,
               receipt_file: Path, statement_file: Path, sbom_file: Path, output: dict[str, Any], said: list[Any],
-              started_ns: int, key: Path | None, receipt: Path | None, record_host: bool) -> None:
+              started_ns: int, key: Path | None, receipt: Path | None, record_host: bool,
+              sbom_format: str = SPDX) -> None:
     """After a build of the spec's own lock: stamp what it read and wrote (the store's image record
     and blobs among it) and what the next no-op says (``output``, ``said``), so that one is
     answered in milliseconds; forget the stamp when the build cannot be stamped (no image, no
@@ -256,7 +259,7 @@ def keep_noop(where: str, spec: Spec, lock: Lock, store: Store, engine: Engine, 
 
     image = {"reference": result.image_ref, "id": result.image_id, "key": result.plan.image.key,
              "socket": engine.api_socket or "", "client": engine.client, "path": image_path(result.image_ref)}
-    ctx = context(store.root, key=key, receipt=receipt, record_host=record_host)
+    ctx = context(store.root, key=key, receipt=receipt, record_host=record_host, sbom_format=sbom_format)
     made = Stamp.of(ctx, files, outputs, links, image, output, [e.to_json() for e in said], started_ns=started_ns)
     if made is None:
         forget(where)

@@ -18,6 +18,8 @@ from sparkimg.compile.cache import folder_names
 from sparkimg.errors import SparkimgError
 from sparkimg.events import Collected, Event, Kind, Phase, Reporter, Steps, silent
 from sparkimg.formats.results import result_schema
+from sparkimg.formats.sbom import known
+from sparkimg.formats.sbom_formats import SPDX
 from sparkimg.formats.steps import Step
 from sparkimg.image import stamp
 from sparkimg.image.build import BuildResult, described
@@ -51,6 +53,10 @@ class BuildOptions:
     # Build from this lock file instead of SPEC.lock.json (the nightly's candidate), leaving the
     # spec's own lock untouched; no no-op stamp is kept for such a build.
     lock: Path | None = None
+    sbom_format: str = SPDX  # the format of the SBOM signed beside the receipt (``formats.sbom_formats.FORMATS``)
+
+    def __post_init__(self) -> None:
+        known(self.sbom_format)  # refused before anything is built
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
     signals.check()  # a stop asked for, whose raise a finalizer swallowed, never gets a signed receipt
     try:
         with steps.timed("sbom"):
-            sbom = made_sbom(result, store, key, receipt_file, tell)
+            sbom = made_sbom(result, store, key, receipt_file, tell, options.sbom_format)
         with steps.timed("sign"):
             emitted = emit(result, store, key, path=receipt_file, record_host=options.record_host,
                            prewarm=warmed[1] if warmed else None, sbom=sbom,
@@ -159,7 +165,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
                     statement_file=store.record_path(RECORDS, result.plan.image.key),
                     sbom_file=sbom_path(emitted.path),
                     output=noop.to_json(), said=noop_said, started_ns=started_ns, key=options.key,
-                    receipt=options.receipt, record_host=options.record_host)
+                    receipt=options.receipt, record_host=options.record_host, sbom_format=options.sbom_format)
     return built
 
 

@@ -1,11 +1,12 @@
 """The SBOM of a build, signed, and named by the build's receipt.
 
-At build (``make``): the SPDX document is made from the store (``document_of``), wrapped in an
-in-toto statement about the receipt's subjects (``formats.sbom``), kept in the store by image
-key (records ``sboms``) and written beside the receipt (``sbom_path``) as a DSSE envelope
-signed with the build's key; the receipt names it as its ``sbom`` byproduct by the statement's
-sha256. Wherever an SBOM arrives later (verify-receipt, verify-node, pull, load, ``sparkimg
-sbom``), ``checks`` holds it against the receipt that names it.
+At build (``make``): the SPDX document (or the CycloneDX one, when asked) is made from the
+store (``document_of``), wrapped in an in-toto statement about the receipt's subjects
+(``formats.sbom``), kept in the store by image key (records ``sboms``) and written beside the
+receipt (``sbom_path``) as a DSSE envelope signed with the build's key; the receipt names it as
+its ``sbom`` byproduct by the statement's sha256. Wherever an SBOM arrives later (verify-receipt,
+verify-node, pull, load, ``sparkimg sbom``), ``checks`` holds it against the receipt that names
+it, whichever format it is in.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from sparkimg.errors import EnvelopeError, UsageError, VerificationError
 from sparkimg.events import Phase, Reporter, silent
 from sparkimg.formats import sbom as sbom_format
 from sparkimg.formats.oci import ImageRecord
+from sparkimg.formats.sbom_formats import CYCLONEDX, SPDX
 from sparkimg.formats.statement import Descriptor, Statement, Subject, image_subjects
 from sparkimg.image.build import BuildResult, compile_records
 from sparkimg.lock.resolve import Lock
+from sparkimg.sbom.inventory import Inventory
 from sparkimg.signing import dsse
 from sparkimg.signing.keys import PrivateKey, PublicKey
 from sparkimg.signing.signed import Written, write_signed
@@ -40,14 +43,15 @@ def sbom_path(receipt: Path) -> Path:
     return receipt.with_name(f"{stem}.sbom.json")
 
 
-def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
-                report: Reporter = silent) -> dict[str, Any]:
-    """The SPDX 2.3 document of the image ``record``, from the store: each layer's reading (kept by
-    layer digest; a base layer the store lacks is streamed from its registry once), the lock and
-    the compile layers' records. The same lock gives the same document, byte for byte."""
+def inventory_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
+                 report: Reporter = silent) -> Inventory:
+    """The packages of the image ``record``, from the store: each layer's reading (kept by layer
+    digest; a base layer the store lacks is streamed from its registry once), the lock and the
+    compile layers' records. What every SBOM format is written from (``sbom.inventory``)."""
     from sparkimg.fetch.inputs import base_image
     from sparkimg.plan.keys import compute
-    from sparkimg.sbom import contents, spdx
+    from sparkimg.sbom import contents
+    from sparkimg.sbom.inventory import inventory
     from sparkimg.sbom.layers import readings
 
     base = base_image(lock, store, report=report)
@@ -55,16 +59,35 @@ def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image
     found = contents.read(readings(digests, store, base_repository=lock.base.repository,
                                    base_sizes={d.digest: d.size for d in base.layers}, report=report))
     records = compile_records(compute(spec, lock, store), store)
-    return spdx.document(spec, lock, record, found, records, image_ref)
+    return inventory(spec, lock, record, found, records, image_ref)
 
 
-def make(result: BuildResult, store: Store, report: Reporter = silent) -> bytes:
-    """The SBOM statement of a finished build (its bytes), kept in the store by image key."""
+def document_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, image_ref: str,
+                report: Reporter = silent, kind: str = SPDX) -> dict[str, Any]:
+    """The SBOM of the image ``record`` in the format ``kind`` (SPDX 2.3 or CycloneDX 1.6), from
+    the store (``inventory_of``). The same lock gives the same document, byte for byte."""
+    return written(inventory_of(spec, lock, store, record, image_ref, report), kind)
+
+
+def written(inventory: Inventory, kind: str) -> dict[str, Any]:
+    """``inventory`` as a document in the format ``kind`` (``formats.sbom_formats.FORMATS``)."""
+    if kind == CYCLONEDX:
+        from sparkimg.sbom import cyclonedx  # the CycloneDX library loads only for a CycloneDX SBOM
+
+        return cyclonedx.document(inventory)
+    from sparkimg.sbom import spdx
+
+    return spdx.document(inventory)
+
+
+def make(result: BuildResult, store: Store, report: Reporter = silent, kind: str = SPDX) -> bytes:
+    """The SBOM statement of a finished build (its bytes), its document in the format ``kind``,
+    kept in the store by image key."""
     from sparkimg.formats.canonical import loads
 
     assert result.oci is not None and result.image_id is not None, "an SBOM is made of a built image"
     plan = result.plan
-    document = document_of(plan.spec, plan.lock, store, result.oci, result.image_ref, report)
+    document = document_of(plan.spec, plan.lock, store, result.oci, result.image_ref, report, kind)
     payload = sbom_format.statement(document, image_subjects(result.image_ref, result.image_id, result.oci))
     if store.read_record(RECORDS, plan.image.key) != loads(payload):
         store.write_record(RECORDS, plan.image.key, loads(payload))
@@ -72,27 +95,27 @@ def make(result: BuildResult, store: Store, report: Reporter = silent) -> bytes:
 
 
 def made(result: BuildResult, store: Store, key: PrivateKey | None, receipt: Path,
-         report: Reporter = silent) -> Descriptor:
-    """Make the SBOM of a finished build, write it beside ``receipt`` (signed with ``key``, by the
-    receipt writer's rules: an unchanged one keeps its bytes, a signed one is never replaced by an
-    unsigned one) and return the receipt byproduct that names it."""
+         report: Reporter = silent, kind: str = SPDX) -> Descriptor:
+    """Make the SBOM of a finished build in the format ``kind``, write it beside ``receipt`` (signed
+    with ``key``, by the receipt writer's rules: an unchanged one keeps its bytes, a signed one is
+    never replaced by an unsigned one) and return the receipt byproduct that names it."""
     from sparkimg.events import Event, Phase
 
-    payload = make(result, store, report)
+    payload = make(result, store, report, kind)
     path = sbom_path(receipt)
     written: Written = write_signed(path, payload, key)
     if written.written:
         report(Event(Phase.RECEIPT, f"SBOM {path}" + (" signed" if written.signed else " (NOT signed)")))
-    return byproduct(payload)
+    return byproduct(payload, kind)
 
 
-def byproduct(payload: bytes) -> Descriptor:
+def byproduct(payload: bytes, kind: str = SPDX) -> Descriptor:
     """The receipt's ``sbom`` byproduct: the statement's sha256 (its content; the envelope's
     signatures may differ). No file name: the file lies beside the receipt (``sbom_path``), and
     a receipt's bytes must not depend on the name it was written under."""
     return Descriptor(sbom_format.BYPRODUCT, None, {"sha256": hashlib.sha256(payload).hexdigest()},
                       media_type=sbom_format.MEDIA_TYPE,
-                      annotations={"predicateType": sbom_format.PREDICATE_TYPE, "envelope": "dsse"})
+                      annotations={"predicateType": sbom_format.PREDICATE_TYPES[kind], "envelope": "dsse"})
 
 
 def named(receipt: Statement) -> Descriptor | None:
@@ -136,7 +159,7 @@ def checks(envelope: bytes, where: str, key: PublicKey, receipt: Statement) -> t
     try:
         subjects, document = sbom_format.parse(parsed.payload, where)
     except EnvelopeError as exc:
-        return [*found, Finding("statement", "in-toto statement of an SPDX 2.3 document", "invalid", False,
+        return [*found, Finding("statement", "in-toto statement of an SPDX 2.3 or CycloneDX document", "invalid", False,
                                 exc.message)], {}
     mine, theirs = _digests(receipt.subjects), _digests(subjects)
     found.append(Finding("subjects", sorted(mine), sorted(theirs), mine == theirs))
@@ -171,7 +194,7 @@ def signed_file(path: Path, trusted: PublicKey | None) -> tuple[dict[str, Any], 
     raw = read_input(path, dsse.ENVELOPE_BYTES, hint=SBOM_HINT)
     envelope = dsse.parse(raw, str(path), hint=SBOM_HINT)
     payload = parse_payload(envelope.payload, str(path))
-    if isinstance(payload, dict) and payload.get("predicateType") == sbom_format.PREDICATE_TYPE:
+    if isinstance(payload, dict) and payload.get("predicateType") in sbom_format.PREDICATE_TYPES.values():
         why = envelope.check_signature(trusted) if trusted else None
         if why is not None:
             raise VerificationError(f"{path}: the SBOM's signature does not verify: {why}",

@@ -66,8 +66,8 @@ def test_a_stamp_holds_while_nothing_changed_and_survives_its_file(tmp_path: Pat
     assert stamp.read(where) is None
 
 
-@pytest.mark.parametrize("change", ["touch", "add", "appear", "relink", "option", "environment", "password",
-                                    "context"])
+@pytest.mark.parametrize("change", ["touch", "add", "appear", "relink", "option", "sbom format", "environment",
+                                    "password", "context"])
 def test_any_change_breaks_the_stamp(tmp_path: Path, engine: dict[str, str], change: str,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     made = _made(tmp_path, engine)
@@ -84,6 +84,8 @@ def test_any_change_breaks_the_stamp(tmp_path: Path, engine: dict[str, str], cha
         (tmp_path / "tree").symlink_to("other")
     elif change == "option":
         ctx = stamp.context(tmp_path, key=None, receipt=tmp_path / "r.json", record_host=False)
+    elif change == "sbom format":  # `build --sbom-format cyclonedx` signs another SBOM than a plain build
+        ctx = stamp.context(tmp_path, key=None, receipt=None, record_host=False, sbom_format="cyclonedx")
     elif change == "environment":
         monkeypatch.setenv("SPARKIMG_KEY", str(tmp_path / "other.key"))
         ctx = _context(tmp_path)
