@@ -10,13 +10,11 @@ every run and machine: no date, no terminal width.
 from __future__ import annotations
 
 import argparse
+import signal
 
 from sparkimg import __version__
-from sparkimg.cli import SIGPIPE_EXIT
 from sparkimg.cli.parser import EXAMPLES, parser
 from sparkimg.errors import exit_codes
-
-SIGINT_EXIT, SIGTERM_EXIT = 128 + 2, 128 + 15  # 128 + the signal, as a shell reports it (``cli.run``)
 
 # argparse's usage, unwrapped: groff fills the lines, not the terminal.
 _UNWRAPPED = 1 << 20
@@ -60,9 +58,10 @@ def page() -> str:
                   *(text(line.strip(), fill=False) for line in EXAMPLES[name].splitlines()), ".fi", ".RE"]
     lines.append(".SH EXIT STATUS")
     for code, meaning in {0: "Success (for a check or verify: every check passed)", **exit_codes(),
-                          SIGINT_EXIT: "Stopped by SIGINT; nothing half-written was kept",
-                          SIGPIPE_EXIT: "The reader of its output went away (a closed pipe)",
-                          SIGTERM_EXIT: "Stopped by SIGTERM; nothing half-written was kept"}.items():
+                          # 128 + the signal, as a shell reports it (``cli.run``, ``cli.main``)
+                          128 + signal.SIGINT: "Stopped by SIGINT; nothing half-written was kept",
+                          128 + signal.SIGPIPE: "The reader of its output went away (a closed pipe)",
+                          128 + signal.SIGTERM: "Stopped by SIGTERM; nothing half-written was kept"}.items():
         lines += [".TP", f"\\fB{code}\\fR", text(meaning + ".")]
     lines += [".SH SEE ALSO",
               "\\fBsparkimg completion\\fR \\fIbash\\fR|\\fIzsh\\fR|\\fIfish\\fR (shell completion, made from "
