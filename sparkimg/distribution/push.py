@@ -108,7 +108,8 @@ def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, t
     when it is another image's; when it is not there, refused if ``receipt_required``, else said)
     and the SBOM beside it (``attached``). The one push of ``sparkimg push`` and the nightly."""
     attached = attachments(receipt, record, image, required=receipt_required, phase=Phase.PUSH, report=report)
-    return push(record, base_image(lock, store, report=report), lock, store, target, tags, receipt=attached.receipt,
+    return push(record, base_image(lock, store, client=client, report=report), lock, store, target, tags,
+                receipt=attached.receipt,
                 sbom=attached.sbom, client=client, compression=compression, threads=threads, report=report)
 
 
