@@ -179,11 +179,11 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
          ca_file: Path | None = None, report: Reporter = silent) -> Lock:
     """Resolve every mutable reference and write ``SPEC.lock.json``; the base's registry reached
     over plain HTTP, or verified with ``ca_file``, when asked (``_internal.net.reach``)."""
-    from sparkimg._internal.net.registry import RegistryClient, reach
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.lock import resolve as lock_mod
 
     spec = _spec(spec_path, report)
-    client = RegistryClient(reach=reach(spec.base.repository, plain_http=plain_http, ca=ca_file))
+    client = RegistryClient(reach=reach_for(spec.base.repository, plain_http=plain_http, ca=ca_file))
     previous = lock_mod.load_lock(spec) if lock_mod.lock_path(spec).exists() else None
     model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, registry=client,
                              report=report)
@@ -263,12 +263,12 @@ def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Pat
     (other platforms' specs), each image goes with its own receipt and dated tag, and ``tags``
     name an image index of all (``PushedIndex``). ``target``'s registry is reached over plain HTTP
     (``plain_http``), or verified with ``ca_file``, when asked (``_internal.net.reach``)."""
-    from sparkimg._internal.net.registry import RegistryClient, reach
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.distribution.compression import chosen, default_threads
     from sparkimg.distribution.push import target_of
     from sparkimg.pipeline.ship import pushed, pushed_platforms
 
-    reached = reach(target, plain_http=plain_http, ca=ca_file)
+    reached = reach_for(target, plain_http=plain_http, ca=ca_file)
     target_of(target, reached)  # bad input fails before anything is read
     client = RegistryClient(reach=reached)
     compressor = chosen(compression, level)
@@ -289,12 +289,12 @@ def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: 
     from an image index, ``platform``'s image (default: this machine's), with its own receipt.
     ``reference``'s registry is reached over plain HTTP, or verified with ``ca_file``, when asked;
     the engine pulls with its own configuration (insecure-registries, certs.d)."""
-    from sparkimg._internal.net.registry import RegistryClient, reach
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.distribution.pull import pull as pull_image
     from sparkimg.signing.keys import load_public
 
     _platform_given(platform)
-    client = RegistryClient(reach=reach(reference, plain_http=plain_http, ca=ca_file))
+    client = RegistryClient(reach=reach_for(reference, plain_http=plain_http, ca=ca_file))
     trusted = load_public(key)
     return pull_image(reference, trusted, _engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
                       client=client, platform=platform, report=report)

@@ -64,10 +64,10 @@ class Options:
 
     def registry(self) -> RegistryClient:
         """The client for the ``push`` registry, reached as ``plain_http`` and ``ca_file`` say."""
-        from sparkimg._internal.net.registry import RegistryClient, reach
+        from sparkimg._internal.net.registry import RegistryClient, reach_for
 
         assert self.push is not None
-        return RegistryClient(reach=reach(self.push, plain_http=self.plain_http, ca=self.ca_file))
+        return RegistryClient(reach=reach_for(self.push, plain_http=self.plain_http, ca=self.ca_file))
 
 
 @dataclass(frozen=True)

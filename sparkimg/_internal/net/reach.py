@@ -23,7 +23,6 @@ from sparkimg.errors import ResolveError, UsageError
 
 CA_FILE_BYTES = 1 << 20  # a PEM bundle; a larger file is not a CA file
 CA_NAME = "ca.crt"  # the file Docker reads in certs.d/HOST:PORT/
-TRANSPORTS = ("docker://", "https://", "http://")  # skopeo's transport, and the two URL schemes
 LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$")
 _VERIFY_FAILED = re.compile(r"certificate verify failed: ([^(')]+)")
 _SSL_REASON = re.compile(r"\[SSL: [A-Z_]+\] ([^(')]+)")
@@ -113,10 +112,6 @@ class Reach:
         """``requests``' ``verify``: the CA file's path, else True (the system's CAs)."""
         found = self.ca_for(registry)
         return str(found.path) if found is not None else True
-
-    def reached(self, registry: str) -> Reached:
-        scheme = self.scheme(registry)
-        return Reached(registry, scheme, self.ca_for(registry) if scheme == "https" else None)
 
 
 NO_REACH = Reach()

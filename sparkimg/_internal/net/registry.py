@@ -80,7 +80,7 @@ class ImageRef:
         return f"{scheme}://{self.registry}/v2/{self.repository}"
 
 
-def reach(reference: str, *, plain_http: bool = False, ca: Path | None = None) -> Reach:
+def reach_for(reference: str, *, plain_http: bool = False, ca: Path | None = None) -> Reach:
     """A command's ``--plain-http`` and ``--ca-file`` for the registry ``reference`` names."""
     if plain_http and ca is not None:
         raise UsageError("--plain-http and --ca-file contradict each other: a CA is for TLS",

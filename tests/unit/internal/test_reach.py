@@ -10,7 +10,7 @@ import pytest
 
 from sparkimg._internal.locations import CERTS_D_ENV
 from sparkimg._internal.net.reach import NO_REACH, Reach, ca_file, recorded, split_transport, tls_refusal
-from sparkimg._internal.net.registry import ImageRef, RegistryClient, reach
+from sparkimg._internal.net.registry import ImageRef, RegistryClient, reach_for
 from sparkimg.cli import main
 from sparkimg.distribution import push as push_mod
 from sparkimg.distribution.pull import _named
@@ -42,7 +42,7 @@ def test_plain_http_to_a_lan_host_only_when_asked_and_only_for_the_registry_name
     with pytest.raises(UsageError, match="refused unless asked") as refused:
         ImageRef.parse(f"http://{LAN}/team/app")
     assert "--plain-http" in str(refused.value.hint)
-    asked = reach(f"http://{LAN}/team/app", plain_http=True)
+    asked = reach_for(f"http://{LAN}/team/app", plain_http=True)
     assert ImageRef.parse(f"http://{LAN}/team/app", asked).base_url == f"http://{LAN}/v2/team/app"
     assert ImageRef.parse(f"{LAN}/team/app", asked).base_url == f"http://{LAN}/v2/team/app"
     assert ImageRef.parse("192.0.2.3:5001/team/app", asked).base_url.startswith("https://")  # another registry
@@ -92,14 +92,14 @@ def test_pull_takes_the_docker_and_skopeo_forms(text: str, tag: str | None, dige
 
 def test_a_ca_file_is_a_pem_file_and_never_goes_with_plain_http(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--ca-file .*no such file"):
-        reach(f"{LAN}/app", ca=tmp_path / "absent.pem")
+        reach_for(f"{LAN}/app", ca=tmp_path / "absent.pem")
     (tmp_path / "bad.pem").write_text("not a certificate")
     with pytest.raises(UsageError, match="not a PEM certificate"):
-        reach(f"{LAN}/app", ca=tmp_path / "bad.pem")
+        reach_for(f"{LAN}/app", ca=tmp_path / "bad.pem")
     (tmp_path / "ca.pem").write_bytes(PEM)
     with pytest.raises(UsageError, match="contradict"):
-        reach(f"{LAN}/app", plain_http=True, ca=tmp_path / "ca.pem")
-    given = reach(f"docker://{LAN}/app", ca=tmp_path / "ca.pem")
+        reach_for(f"{LAN}/app", plain_http=True, ca=tmp_path / "ca.pem")
+    given = reach_for(f"docker://{LAN}/app", ca=tmp_path / "ca.pem")
     assert given.ca == ca_file(tmp_path / "ca.pem", "--ca-file")
     assert given.verify(LAN) == str(tmp_path / "ca.pem") and given.verify("192.0.2.3:5001") is True
 
@@ -111,13 +111,13 @@ def test_docker_certs_d_is_read_for_any_registry_and_recorded(tmp_path: Path, mo
     (tmp_path / LAN / "ca.crt").write_bytes(PEM)
     found = NO_REACH.ca_for(LAN)
     assert found is not None and found.source == "certs.d" and found.path == tmp_path / LAN / "ca.crt"
-    assert NO_REACH.reached(LAN).to_json() == {
+    assert RegistryClient().reached(ImageRef.parse(f"{LAN}/app")).to_json() == {
         "registry": LAN, "transport": "https",
         "ca_file": {"path": str(tmp_path / LAN / "ca.crt"), "sha256": "sha256:" + hashlib.sha256(PEM).hexdigest(),
                     "from": "certs.d"}}
     assert NO_REACH.ca_for("192.0.2.3:5001") is None
     (tmp_path / "flag.pem").write_bytes(PEM + b"\n")
-    flagged = reach(f"{LAN}/app", ca=tmp_path / "flag.pem")
+    flagged = reach_for(f"{LAN}/app", ca=tmp_path / "flag.pem")
     assert flagged.ca_for(LAN) == flagged.ca  # the flag before certs.d
     assert RegistryClient(reach=flagged).reached(ImageRef.parse(f"{LAN}/app")).ca == flagged.ca
     assert RegistryClient().reached(ImageRef.parse("127.0.0.1:5000/app")).to_json() == {
@@ -126,10 +126,10 @@ def test_docker_certs_d_is_read_for_any_registry_and_recorded(tmp_path: Path, mo
 
 def test_a_rollback_reaches_the_registry_as_the_night_recorded(tmp_path: Path) -> None:
     (tmp_path / "ca.pem").write_bytes(PEM)
-    given = reach(f"{LAN}/app", ca=tmp_path / "ca.pem")
-    assert recorded(given.reached(LAN).to_json()) == given
-    plain = reach(f"{LAN}/app", plain_http=True)
-    assert recorded(plain.reached(LAN).to_json()) == plain
+    given = reach_for(f"{LAN}/app", ca=tmp_path / "ca.pem")
+    assert recorded(RegistryClient(reach=given).reached(ImageRef.parse(f"{LAN}/app", given)).to_json()) == given
+    plain = reach_for(f"{LAN}/app", plain_http=True)
+    assert recorded(RegistryClient(reach=plain).reached(ImageRef.parse(f"{LAN}/app", plain)).to_json()) == plain
     assert recorded(None) == NO_REACH
 
 
