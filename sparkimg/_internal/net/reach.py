@@ -10,6 +10,7 @@ registry, the reason and where a CA goes (``tls_refusal``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Mapping
@@ -132,13 +133,18 @@ class Reached:
 
 def recorded(record: Mapping[str, Any] | None) -> Reach:
     """The ``Reach`` a push's record (``Reached.to_json``) says was used: a rollback moves the tag on
-    the registry a night pushed to as that night reached it (the CA a --ca-file named, read again)."""
+    the registry a night pushed to as that night reached it (the CA a --ca-file named, read again;
+    gone or changed into something else, the registry's certs.d or the system's CAs instead, and a
+    certificate that then fails says so)."""
     if not record or not isinstance(record.get("registry"), str):
         return NO_REACH
     ca = record.get("ca_file")
     path = ca.get("path") if isinstance(ca, dict) and ca.get("from") == "--ca-file" else None
-    return Reach(record["registry"], record.get("transport") == "http",
-                 ca_file(Path(path), "--ca-file") if isinstance(path, str) else None)
+    found = None
+    if isinstance(path, str):
+        with contextlib.suppress(UsageError):
+            found = ca_file(Path(path), "--ca-file")
+    return Reach(record["registry"], record.get("transport") == "http", found)
 
 
 def tls_refusal(registry: str, url: str, exc: Exception, reach: Reach) -> ResolveError:

@@ -131,6 +131,8 @@ def test_a_rollback_reaches_the_registry_as_the_night_recorded(tmp_path: Path) -
     plain = reach_for(f"{LAN}/app", plain_http=True)
     assert recorded(RegistryClient(reach=plain).reached(ImageRef.parse(f"{LAN}/app", plain)).to_json()) == plain
     assert recorded(None) == NO_REACH
+    (tmp_path / "ca.pem").unlink()  # gone since: certs.d or the system's CAs, and a failure names the fix
+    assert recorded(RegistryClient(reach=given).reached(ImageRef.parse(f"{LAN}/app", given)).to_json()) == Reach(LAN)
 
 
 def test_a_tls_failure_names_the_registry_the_reason_and_the_fix() -> None:
