@@ -176,14 +176,18 @@ def check(spec_path: Path, *, store: Path | None = None, report: Reporter = sile
     return Checked(spec, "current", tuple(preflight.run(spec, lock, the_store, report=report)))
 
 
-def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (),
-         report: Reporter = silent) -> Lock:
-    """Resolve every mutable reference and write ``SPEC.lock.json``."""
+def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = (), plain_http: bool = False,
+         ca_file: Path | None = None, report: Reporter = silent) -> Lock:
+    """Resolve every mutable reference and write ``SPEC.lock.json``; the base's registry reached
+    over plain HTTP, or verified with ``ca_file``, when asked (``_internal.net.reach``)."""
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.lock import resolve as lock_mod
 
     spec = _spec(spec_path, report)
+    client = RegistryClient(reach=reach_for(spec.base.repository, plain_http=plain_http, ca=ca_file))
     previous = lock_mod.load_lock(spec) if lock_mod.lock_path(spec).exists() else None
-    model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, report=report)
+    model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, registry=client,
+                             report=report)
     return lock_mod.write(spec, model)
 
 
@@ -252,40 +256,51 @@ def sbom(source: Path | str, *, key: Path | None = None, store: Path | None = No
 
 def push(spec_path: Path, target: str, tags: Sequence[str] = (), *, receipt: Path | None = None,
          store: Path | None = None, compression: str = "none", level: int | None = None,
-         threads: int | None = None, also: Sequence[Path] = (), report: Reporter = silent) -> Pushed | PushedIndex:
+         threads: int | None = None, also: Sequence[Path] = (), plain_http: bool = False,
+         ca_file: Path | None = None, report: Reporter = silent) -> Pushed | PushedIndex:
     """Upload the spec's built image, from the store's OCI data, to ``target`` (REGISTRY/REPO),
     tagged with an immutable dated tag (``YYYYMMDD-KEY12``, the date of the lock's source epoch)
     and ``tags``; its receipt (``receipt``, else where ``build`` wrote it) goes beside it. With
     ``compression`` (gzip or zstd, at ``level``) the new layers leave compressed on ``threads``
     threads (default: every core); the bytes do not depend on the thread count. With ``also``
     (other platforms' specs), each image goes with its own receipt and dated tag, and ``tags``
-    name an image index of all (``PushedIndex``)."""
+    name an image index of all (``PushedIndex``). ``target``'s registry is reached over plain HTTP
+    (``plain_http``), or verified with ``ca_file``, when asked (``_internal.net.reach``)."""
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.distribution.compression import chosen, default_threads
     from sparkimg.distribution.push import target_of
     from sparkimg.pipeline.ship import pushed, pushed_platforms
 
-    target_of(target)  # bad input fails before anything is read
+    reached = reach_for(target, plain_http=plain_http, ca=ca_file)
+    target_of(target, reached)  # bad input fails before anything is read
+    client = RegistryClient(reach=reached)
     compressor = chosen(compression, level)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads {threads}: give 1 or more", hint="leave it out to use every core")
     if also:
         return pushed_platforms([spec_path, *also], _store(store), target, tags, receipt=receipt,
-                                compression=compressor, threads=threads or default_threads(), report=report)
+                                compression=compressor, threads=threads or default_threads(), client=client,
+                                report=report)
     return pushed(spec_path, _store(store), target, tags, receipt=receipt, compression=compressor,
-                  threads=threads or default_threads(), report=report)
+                  threads=threads or default_threads(), client=client, report=report)
 
 
 def pull(reference: str, key: Path, *, recipe: Path | None = None, receipt_out: Path | None = None,
-         store: Path | None = None, platform: str | None = None, report: Reporter = silent) -> Pulled:
+         store: Path | None = None, platform: str | None = None, plain_http: bool = False,
+         ca_file: Path | None = None, report: Reporter = silent) -> Pulled:
     """Verify the receipt attached to ``reference`` with the public ``key``, then pull it by digest;
-    from an image index, ``platform``'s image (default: this machine's), with its own receipt."""
+    from an image index, ``platform``'s image (default: this machine's), with its own receipt.
+    ``reference``'s registry is reached over plain HTTP, or verified with ``ca_file``, when asked;
+    the engine pulls with its own configuration (insecure-registries, certs.d)."""
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
     from sparkimg.distribution.pull import pull as pull_image
     from sparkimg.signing.keys import load_public
 
     _platform_given(platform)
+    client = RegistryClient(reach=reach_for(reference, plain_http=plain_http, ca=ca_file))
     trusted = load_public(key)
     return pull_image(reference, trusted, _engine(_store(store)), recipe=recipe, receipt_out=receipt_out,
-                      platform=platform, report=report)
+                      client=client, platform=platform, report=report)
 
 
 def _platform_given(platform: str | None) -> None:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 KEY_ENV = "SPARKIMG_KEY"
+CERTS_D_ENV = "SPARKIMG_DOCKER_CERTS_D"
 
 
 def signing_key_path(path: Path | None) -> Path | None:
@@ -25,6 +26,16 @@ def docker_config() -> Path:
     from pathlib import Path
 
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+
+
+def docker_certs_dirs() -> list[Path]:
+    """Where Docker keeps a CA per registry (``certs.d/HOST:PORT/ca.crt``): the daemon's folder, then
+    the user's; ``$SPARKIMG_DOCKER_CERTS_D`` in their place (tests, or a copy of them elsewhere)."""
+    from pathlib import Path
+
+    if os.environ.get(CERTS_D_ENV):
+        return [Path(os.environ[CERTS_D_ENV])]
+    return [Path("/etc/docker/certs.d"), Path.home() / ".docker" / "certs.d"]
 
 
 def default_store() -> Path:

@@ -41,7 +41,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    written = api.lock(args.spec, store=args.store, update=args.update, report=_reporter(args))
+    written = api.lock(args.spec, store=args.store, update=args.update, plain_http=args.plain_http,
+                       ca_file=args.ca_file, report=_reporter(args))
     model = written.model
     sources = {name: {f: v[f] for f in ("kind", "commit", "sha256") if f in v}
                for name, v in ((n, pin.to_json()) for n, pin in model.sources.items())}
@@ -370,7 +371,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
     pushed = api.push(args.spec, args.to, args.tag, receipt=args.receipt, store=args.store,
                       compression=args.compression, level=args.level, threads=args.threads, also=args.also,
-                      report=_reporter(args))
+                      plain_http=args.plain_http, ca_file=args.ca_file, report=_reporter(args))
     if isinstance(pushed, PushedIndex):
         if not _emit(args, pushed.to_json()):
             render.line(f"pushed {pushed.repository}@{pushed.digest} (tags: {', '.join(pushed.tags) or 'none'}): "
@@ -385,7 +386,8 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     pulled = api.pull(args.reference, args.key, recipe=args.recipe, receipt_out=args.receipt_out, store=args.store,
-                      platform=args.platform, report=_reporter(args))
+                      platform=args.platform, plain_http=args.plain_http, ca_file=args.ca_file,
+                      report=_reporter(args))
     if not _emit(args, pulled.to_json()):
         render.line(f"pulled {pulled.reference}: manifest {pulled.manifest_digest}, config {pulled.config_digest}, "
                     f"{len(pulled.diff_ids)} layers; receipt verified ({', '.join(pulled.checks)})")
@@ -416,7 +418,8 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     overrides = api.Overrides(reserve=args.reserve, cgroup_parent=args.cgroup_parent)
-    options = api.NightOptions(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep)
+    options = api.NightOptions(args.state, args.key, args.push, args.check, overrides, args.hook, args.keep,
+                               plain_http=args.plain_http, ca_file=args.ca_file)
     night = api.nightly(args.spec, options, store=args.store, report=_reporter(args))
     entry = night.entry
     if _emit(args, night.to_json()):

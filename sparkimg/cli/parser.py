@@ -176,6 +176,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = command("lock", "resolve every mutable reference and write SPEC.lock.json")
     p.add_argument("--update", action="append", default=[], metavar="NAME",
                    help="re-resolve this input (a source, 'base', 'toolchain' or 'all'); repeatable")
+    _registry_access(p, "the base image's registry")
     command("fetch", "fetch every locked input into the store and pull the base by digest")
     p = command("plan", "show each layer's cache key, whether it is built, and what changed")
     p.add_argument("--dockerfile", action="store_true",
@@ -195,6 +196,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, metavar="N", help="compression level (default: gzip 6, zstd 3)")
     p.add_argument("--threads", type=int, metavar="N",
                    help="compression threads per layer (default: every core); the bytes do not depend on it")
+    _registry_access(p, "the --to registry")
     p = command("pull", "verify the receipt attached to an image in a registry (key, recipe, subject), then "
                 "pull it by digest and tag it; a receipt that does not verify pulls nothing", spec=False)
     p.add_argument("reference", metavar="REF", help="REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...")
@@ -204,6 +206,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    help="keep the receipt that verified here (for verify-node and run-args)")
     _platform(p, "from a tag that holds several platforms (push --with), this one's image and receipt; "
               "an image of another platform is refused")
+    _registry_access(p, "REF's registry (the engine's pull uses its own insecure-registries and certs.d)")
     p = command("save", "write the built image and its receipt to one file (an OCI image layout with "
                 "docker's manifest.json): `docker load`, `podman load` and `sparkimg load` take it", spec=False)
     p.add_argument("source", type=Path, metavar="SPEC|RECEIPT",
@@ -327,6 +330,7 @@ def parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                    "required)")
     p.add_argument("--push", metavar="REGISTRY/REPO", help="push the image with the dated tag nightly-ENTRY, and "
                    "move REPO:nightly to it at promotion")
+    _registry_access(p, "the --push registry")
     p.add_argument("--check", action="store_true", help="rebuild every layer from scratch and compare bit for "
                    "bit before promoting")
     p.add_argument("--reserve", type=_size, help="host MemAvailable to keep free for serving, e.g. 16g")
@@ -388,6 +392,14 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 16g or 512m") from None
 
 
+
+
+def _registry_access(p: argparse.ArgumentParser, which: str) -> None:
+    """How a command reaches the registry it names (docs/distribution.md, Registries on a LAN)."""
+    p.add_argument("--plain-http", action="store_true", help=f"talk to {which} over plain HTTP, without TLS "
+                   "(loopback always is; refused otherwise unless given)")
+    p.add_argument("--ca-file", type=Path, metavar="PEM", help=f"verify {which}'s TLS certificate with this CA "
+                   "(default: the system's CAs, or Docker's certs.d/HOST:PORT/ca.crt when there is one)")
 
 
 def _platform(p: argparse.ArgumentParser, what: str) -> None:

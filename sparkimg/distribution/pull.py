@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.emulation import native, refusal
+from sparkimg._internal.net.reach import is_loopback, split_transport
 from sparkimg._internal.net.registry import INDEX_TYPES, MANIFEST_TYPES, ImageRef, RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import EngineError, FetchError, PullRefused, ResolveError, SparkimgError, UsageError
@@ -51,13 +52,10 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     SBOM that verified beside it (``sbom.attest.sbom_path``). Where ``reference`` is an image index
     (``push --with``: one image per platform), ``platform``'s image is chosen (default: this
     machine's), and its own receipt is the one verified; a one-image tag of another platform is
-    refused."""
-    repository, tag, digest = split_reference(reference)
-    ref = ImageRef.parse(repository)
-    if "/" not in repository or not (tag or digest):
-        raise UsageError(f"{reference}: give REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...",
-                         hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
+    refused. ``client`` reaches the registry as the command's options say (``reach.py``); the
+    engine pulls with its own configuration."""
     client = client or RegistryClient()
+    ref, repository, tag, digest = _named(reference, client)
     manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
                            headers={"Accept": ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))}).content
     manifest_digest = sha256_prefixed(manifest)
@@ -97,10 +95,8 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
         engine.pull(pinned, progress.update)
         progress.finish()
     except EngineError as exc:
-        zstd = oci.OCI_LAYER_ZSTD.encode() in manifest
         raise PullRefused(f"{pinned}: the engine could not pull it: {exc.message}",
-                          hint="its layers are zstd, which Docker reads from 23.0 on; push with "
-                          "`--compression gzip` for older engines" if zstd else None) from None
+                          hint=_engine_hint(exc.message, ref, manifest)) from None
     info = engine.inspect(pinned)
     if info is None or info.id not in (config_digest, manifest_digest):
         raise PullRefused(f"{pinned}: the engine holds {info.id if info else 'nothing'} under it, not "
@@ -118,6 +114,32 @@ def pull(reference: str, key: PublicKey, engine: Engine, *, recipe: Path | None 
     return Pulled(local, manifest_digest, config_digest, diff_ids, receipt_digest,
                   ("signature", "statement", *(["recipe"] if recipe else []), "subject", *(["sbom"] if sbom else []),
                    "engine"), sbom[0] if sbom else None)
+
+
+def _named(reference: str, client: RegistryClient) -> tuple[ImageRef, str, str | None, str | None]:
+    """REGISTRY/REPO:TAG or @DIGEST, a transport prefix allowed (``docker://``, ``https://``, and
+    ``http://`` with ``--plain-http``): the registry as reached, REGISTRY/REPO, the tag, the digest."""
+    _, bare = split_transport(reference, client.reach.plain_http)
+    repository, tag, digest = split_reference(bare)
+    if "/" not in repository or not (tag or digest):
+        raise UsageError(f"{reference}: give REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...",
+                         hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
+    ref = client.ref(reference[: len(reference) - len(bare)] + repository)
+    return ref, repository, tag, digest
+
+
+def _engine_hint(said: str, ref: ImageRef, manifest: bytes) -> str | None:
+    """What to do when the engine could not pull: the engine reaches the registry with its own
+    configuration, not sparkimg's --plain-http or --ca-file."""
+    if "HTTP response to HTTPS client" in said or (ref.scheme == "http" and not is_loopback(ref.registry)):
+        return (f"the engine reaches {ref.registry} with its own configuration: for plain HTTP add it to "
+                '"insecure-registries" in /etc/docker/daemon.json (then restart dockerd)')
+    if "x509" in said or "certificate" in said:
+        return (f"the engine verifies {ref.registry} with its own CAs: put the registry's CA at "
+                f"/etc/docker/certs.d/{ref.registry}/ca.crt (no restart needed)")
+    if oci.OCI_LAYER_ZSTD.encode() in manifest:
+        return "its layers are zstd, which Docker reads from 23.0 on; push with `--compression gzip` for older engines"
+    return None
 
 
 def keep_envelopes(receipt_out: Path, receipt: bytes, sbom: bytes | None) -> None:
@@ -234,12 +256,8 @@ def attached_sbom(reference: str, key: PublicKey | None, client: RegistryClient 
     or @DIGEST), for ``sparkimg sbom REF``; with ``key``, the newest whose signature it verifies."""
     from sparkimg.signing import dsse
 
-    repository, tag, digest = split_reference(reference)
-    if "/" not in repository or not (tag or digest):
-        raise UsageError(f"{reference}: give REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...",
-                         hint="e.g. 127.0.0.1:5000/sparkimg/demo:latest")
-    ref = ImageRef.parse(repository)
     client = client or RegistryClient()
+    ref, _, tag, digest = _named(reference, client)
     manifest = client.send("GET", ref, f"{ref.base_url}/manifests/{digest or tag}",
                            headers={"Accept": ", ".join(MANIFEST_TYPES)}).content
     manifest_digest = sha256_prefixed(manifest)

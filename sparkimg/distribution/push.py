@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from sparkimg._internal.net.reach import NO_REACH, Reach, Reached, split_transport
 from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
 from sparkimg.distribution.attached import attachments
 from sparkimg.distribution.compression import Compressor, compressed
@@ -67,6 +68,7 @@ class Pushed:
     compression: str  # the compressor identity of the new layers as pushed, or "none"
     manifest_size: int = 0  # the pushed manifest's bytes, and its media type: its descriptor in an index
     media_type: str = oci.OCI_MANIFEST
+    reached: Reached | None = None  # how the registry was reached: transport, CA file
 
     @property
     def descriptor(self) -> oci.Descriptor:
@@ -80,18 +82,20 @@ class Pushed:
         return {"repository": self.repository, "manifest": self.manifest_digest, "config": self.config_digest,
                 "reference": f"{self.repository}@{self.manifest_digest}", "tags": list(self.tags),
                 "sent_bytes": self.sent, "blobs": [b.to_json() for b in self.blobs], "receipt": self.receipt,
-                "sbom": self.sbom, "built_manifest": self.built_manifest, "compression": self.compression}
+                "sbom": self.sbom, "built_manifest": self.built_manifest, "compression": self.compression,
+                "registry": self.reached.to_json() if self.reached is not None else None}
 
 
-def target_of(text: str) -> ImageRef:
-    """``--to REGISTRY/REPO``: a repository, with no scheme, tag or digest (tags are given with --tag),
-    as docker and skopeo name one."""
-    if "://" in text:
-        plain = text.split("://", 1)[1]
-        raise UsageError(f"--to {text}: a registry reference has no scheme (docker and skopeo refuse one too)",
-                         hint=f"give REGISTRY/REPO: --to {plain}")
-    ref = ImageRef.parse(text)
-    if "@" in text or ":" in text.rsplit("/", 1)[-1] or "/" not in text:
+def target_of(text: str, reach: Reach = NO_REACH) -> ImageRef:
+    """``--to REGISTRY/REPO``: a repository, with no tag or digest (tags are given with --tag), as
+    docker and skopeo name one; skopeo's ``docker://`` and ``https://`` may lead it, ``http://``
+    with ``--plain-http`` (``reach``)."""
+    try:
+        ref = ImageRef.parse(text, reach)
+        _, bare = split_transport(text, reach.plain_http)
+    except UsageError as exc:
+        raise UsageError(f"--to {exc.message}", hint=exc.hint) from None
+    if "@" in bare or ":" in bare.rsplit("/", 1)[-1] or "/" not in bare:
         raise UsageError(f"--to {text}: give a registry and repository (REGISTRY/REPO), no tag or digest",
                          hint="e.g. --to 127.0.0.1:5000/sparkimg/demo --tag latest")
     return ref
@@ -99,13 +103,14 @@ def target_of(text: str) -> ImageRef:
 
 def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, tags: Sequence[str], receipt: Path,
                image: str, *, receipt_required: bool, compression: Compressor | None = None, threads: int = 1,
-               report: Reporter = silent) -> Pushed:
+               client: RegistryClient | None = None, report: Reporter = silent) -> Pushed:
     """Push an image the store built with what goes with it: the receipt at ``receipt`` (refused
     when it is another image's; when it is not there, refused if ``receipt_required``, else said)
     and the SBOM beside it (``attached``). The one push of ``sparkimg push`` and the nightly."""
     attached = attachments(receipt, record, image, required=receipt_required, phase=Phase.PUSH, report=report)
-    return push(record, base_image(lock, store, report=report), lock, store, target, tags, receipt=attached.receipt,
-                sbom=attached.sbom, compression=compression, threads=threads, report=report)
+    return push(record, base_image(lock, store, client=client, report=report), lock, store, target, tags,
+                receipt=attached.receipt,
+                sbom=attached.sbom, client=client, compression=compression, threads=threads, report=report)
 
 
 def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store, target: str,
@@ -115,9 +120,9 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     """Upload ``record`` (its base's layers, new layers, config and manifest) to ``target``; with
     ``compression``, the new layers compressed (``threads`` per layer) and the manifest to match;
     ``receipt`` and ``sbom`` (DSSE envelopes) attached beside it, before any tag moves."""
-    to = target_of(target)
     client = client or RegistryClient()
-    base_ref = ImageRef.parse(lock.base.repository)
+    to = target_of(target, client.reach)
+    base_ref = client.ref(lock.base.repository)
     manifest = store.read_checked(hex_of(record.manifest_digest), "push: the image manifest")
     config = store.read_checked(hex_of(record.config_digest), "push: the image config")
     new = [layer.descriptor for layer in record.layers]
@@ -150,7 +155,8 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
                  figures={"sent": sum(b.sent for b in done)}))
     return Pushed(f"{to.registry}/{to.repository}", manifest_digest, record.config_digest, tuple(tags),
                   tuple(done), attached, described, record.manifest_digest,
-                  compression.identity if compression is not None else "none", len(manifest), media_type)
+                  compression.identity if compression is not None else "none", len(manifest), media_type,
+                  client.reached(to))
 
 
 @dataclass(frozen=True)
@@ -163,11 +169,13 @@ class PushedIndex:
     media_type: str
     tags: tuple[str, ...]
     images: tuple[tuple[str, Pushed], ...]  # (platform, the image as pushed)
+    reached: Reached | None = None  # how the registry was reached: transport, CA file
 
     def to_json(self) -> dict[str, Any]:
         return {"repository": self.repository, "index": self.digest, "media_type": self.media_type,
                 "reference": f"{self.repository}@{self.digest}", "tags": list(self.tags),
                 "sent_bytes": sum(p.sent for _, p in self.images),
+                "registry": self.reached.to_json() if self.reached is not None else None,
                 "platforms": {platform: p.to_json() for platform, p in self.images}}
 
 
@@ -177,8 +185,8 @@ def push_index(images: Sequence[tuple[str, Pushed]], target: str, tags: Sequence
     ``pipeline.ship`` refuses two before any is sent), by digest, then under each of ``tags``: a
     tag moves only once every platform's image is complete."""
     platforms = [platform for platform, _ in images]
-    to = target_of(target)
     client = client or RegistryClient()
+    to = target_of(target, client.reach)
     index, media_type = oci.platform_index([(pushed.descriptor, platform) for platform, pushed in images])
     digest = sha256_prefixed(index)
     put_manifest(client, to, digest, index, media_type, digest)
@@ -186,7 +194,8 @@ def push_index(images: Sequence[tuple[str, Pushed]], target: str, tags: Sequence
         put_manifest(client, to, tag, index, media_type, digest)
     report(Event(Phase.PUSH, f"pushed {to.registry}/{to.repository}@{digest}: an index of "
                  f"{', '.join(platforms)} ({', '.join(tags) or 'no tags'})", kind=Kind.DONE))
-    return PushedIndex(f"{to.registry}/{to.repository}", digest, media_type, tuple(tags), tuple(images))
+    return PushedIndex(f"{to.registry}/{to.repository}", digest, media_type, tuple(tags), tuple(images),
+                       client.reached(to))
 
 
 def _compressed(record: oci.ImageRecord, store: Store, compressor: Compressor, threads: int,

@@ -15,6 +15,7 @@ from sparkimg.source.retrieve import fetch_source
 from sparkimg.store.content import Store
 
 if TYPE_CHECKING:
+    from sparkimg._internal.net.registry import RegistryClient
     from sparkimg.engine.protocol import Engine
     from sparkimg.formats.oci import BaseImage
     from sparkimg.lock.resolve import Lock
@@ -56,10 +57,12 @@ def fetch(spec: Spec, lock: Lock, store: Store, engine: Engine | None, *, report
     return Fetched(blobs, patch_blobs, tag)
 
 
-def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseImage:
+def base_image(lock: Lock, store: Store, *, client: RegistryClient | None = None,
+               report: Reporter = silent) -> BaseImage:
     """The pinned base's manifest and config bytes, from the store or else its registry (checked
-    against the lock's digests). Its layers are not downloaded: the engine has them (``fetch_base``)
-    and the image's manifest names them by their descriptors."""
+    against the lock's digests; with ``client``: reached as a push's options say). Its layers are
+    not downloaded: the engine has them (``fetch_base``) and the image's manifest names them by
+    their descriptors."""
     from sparkimg.formats.oci import BaseImage
 
     base = lock.base
@@ -68,7 +71,7 @@ def base_image(lock: Lock, store: Store, *, report: Reporter = silent) -> BaseIm
         from sparkimg._internal.net.registry import RegistryClient
 
         report(Event(Phase.FETCH, f"base manifest {base.repository}@{base.manifest_digest}"))
-        client = RegistryClient()
+        client = client or RegistryClient()
         try:
             manifest = client.manifest_bytes(base.repository, base.manifest_digest)
             config = client.blob_bytes(base.repository, base.config_digest)

@@ -189,14 +189,16 @@ class ImageOut:
     size_bytes: int | None
     tags: tuple[str, ...] = ()
     repository: str | None = None  # REGISTRY/REPO it was pushed to, when it was
+    registry: Mapping[str, Any] | None = None  # how that registry was reached (push's "registry" record)
 
     def to_json(self) -> dict[str, Any]:
         return {"reference": self.reference, "manifest": self.manifest, "config": self.config,
-                "size_bytes": self.size_bytes, "tags": list(self.tags), "repository": self.repository}
+                "size_bytes": self.size_bytes, "tags": list(self.tags), "repository": self.repository,
+                "registry": dict(self.registry) if self.registry is not None else None}
 
     def report(self) -> dict[str, Any]:
         out = self.to_json()
-        del out["repository"]
+        del out["repository"], out["registry"]
         return out
 
     @classmethod
@@ -208,7 +210,8 @@ class ImageOut:
         return cls(_get(data, where, "reference", str, "an image reference"),
                    _get(data, where, "manifest", str, "a digest or null", null=True),
                    _get(data, where, "config", str, "a digest or null", null=True), None if size is None else int(size),
-                   tuple(str(t) for t in tags), _get(data, where, "repository", str, "a repository or null", null=True))
+                   tuple(str(t) for t in tags), _get(data, where, "repository", str, "a repository or null", null=True),
+                   _get(data, where, "registry", dict, "how the registry was reached, or null", null=True))
 
 
 # How many differing files a failed check keeps (`sparkimg build --check` lists them all; files_total

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkimg._internal.fs.atomic import write_atomic
+from sparkimg._internal.net.reach import recorded
+from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.engine.protocol import Engine
 from sparkimg.errors import UsageError
 from sparkimg.formats.canonical import sha256_prefixed
@@ -89,7 +91,7 @@ def rollback(spec: Spec, state: State, entry_id: str, engine: Engine) -> Rolled:
                              f"entry {entry_id} built", hint="pull the entry's image by digest and tag it so")
         tags = []
         repository = entry.image.repository if entry.image.manifest is not None else None
-        with moved_back(engine, spec, repository) as move:
+        with moved_back(engine, spec, repository, RegistryClient(reach=recorded(entry.image.registry))) as move:
             if repository is not None and entry.image.manifest is not None:
                 move.registry(entry.image.manifest)
                 tags.append(f"{repository}:{MOVING_TAG}")

@@ -38,6 +38,7 @@ from sparkimg.store.gc import collect
 from sparkimg.store.roots import ROOTS, remember_nightly, root_name
 
 if TYPE_CHECKING:
+    from sparkimg._internal.net.registry import RegistryClient
     from sparkimg.compile.bounds import Overrides
     from sparkimg.distribution.push import Pushed
     from sparkimg.engine.protocol import Engine
@@ -60,6 +61,15 @@ class Options:
     overrides: Overrides | None = None
     hook: str | None = None
     keep: int | None = None  # nights kept in the state folder (None: all); see State.prune
+    plain_http: bool = False  # for the --push registry (``_internal.net.reach``)
+    ca_file: Path | None = None
+
+    def registry(self) -> RegistryClient:
+        """The client for the ``push`` registry, reached as ``plain_http`` and ``ca_file`` say."""
+        from sparkimg._internal.net.registry import RegistryClient, reach_for
+
+        assert self.push is not None
+        return RegistryClient(reach=reach_for(self.push, plain_http=self.plain_http, ca=self.ca_file))
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,7 @@ def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = s
                          hint="create a key once with `sparkimg keygen --out ~/.config/sparkimg/nightly`")
     load_private(chosen)  # a missing file, a public key or a key for others to read: refused before the night
     if options.push:
-        target_of(options.push)
+        target_of(options.push, options.registry().reach)
     if options.keep is not None and options.keep < 1:
         raise UsageError(f"--keep {options.keep}: keep at least the night just run", hint="e.g. --keep 30")
     state = State(options.state or default_folder(spec.path))
@@ -296,13 +306,16 @@ def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Sto
     progress.verify = _stage("sign", lambda: _verify(built.receipt.path, options.key, result.image_ref, store))
     if not progress.verify["ok"]:
         raise _Failed("sign", f"the signed receipt does not verify: {progress.verify['message']}")
-    pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, tell)) \
+    client = options.registry() if options.push else None
+    pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, client, tell)) \
         if options.push else None
     if pushed is not None:
         image = ImageOut(image.reference, image.manifest, image.config, image.size_bytes,
-                         (*image.tags, *(f"{pushed.repository}:{t}" for t in pushed.tags)), pushed.repository)
+                         (*image.tags, *(f"{pushed.repository}:{t}" for t in pushed.tags)), pushed.repository,
+                         pushed.reached.to_json() if pushed.reached is not None else None)
     in_place = current.digest if current is not None else None
-    progress.image = _stage("promote", lambda: _promote(spec, raw, in_place, image, engine_of(store), tell))
+    progress.image = _stage("promote", lambda: _promote(spec, raw, in_place, image, engine_of(store), client,
+                                                                tell))
     return "built"
 
 
@@ -443,7 +456,7 @@ def _image_out(result: Any, cand: Lock, store: Store) -> ImageOut:
 
 
 def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: str, built: Built,
-          tell: Reporter) -> Pushed:
+          client: RegistryClient | None, tell: Reporter) -> Pushed:
     """The image to ``target`` under its dated tag (``nightly-ENTRY``), with its receipt and SBOM
     (``sparkimg push``'s own path); the moving tag is moved only at promotion."""
     from sparkimg.distribution.push import push_built
@@ -454,11 +467,11 @@ def _push(result: Any, cand: Lock, store: Store, target: str | None, entry_id: s
     if record is None:
         raise UsageError(f"the store has no OCI record of {result.image_ref} to push")
     return push_built(record, cand, store, target, [f"nightly-{entry_id}"], built.receipt.path, result.image_ref,
-                      receipt_required=True, report=tell)
+                      receipt_required=True, client=client, report=tell)
 
 
 def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engine: Engine,
-             tell: Reporter) -> ImageOut:
+             client: RegistryClient | None, tell: Reporter) -> ImageOut:
     """The registry's moving tag, the engine's, then the lock (the candidate's bytes written onto
     it, so the image key is the one just built); all or nothing: should a step fail, the tags
     already moved are put back where they were. The lock must still be the one the night resolved
@@ -473,7 +486,7 @@ def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engi
                          hint="the night promotes nothing over a lock written meanwhile; the next night starts "
                          "from the new lock")
     repository = image.repository if image.manifest is not None else None
-    with moved_back(engine, spec, repository) as move:
+    with moved_back(engine, spec, repository, client) as move:
         tags = list(image.tags)
         if repository is not None and image.manifest is not None:
             move.registry(image.manifest)
@@ -483,7 +496,8 @@ def _promote(spec: Spec, raw: bytes, in_place: str | None, image: ImageOut, engi
         write_atomic(lock, raw)
     tell(Event(Phase.PUSH, f"promoted: {lock.name} and {engine_tag(spec)} now name {image.reference}",
                kind=Kind.DONE))
-    return ImageOut(image.reference, image.manifest, image.config, image.size_bytes, tuple(tags), image.repository)
+    return ImageOut(image.reference, image.manifest, image.config, image.size_bytes, tuple(tags), image.repository,
+                    image.registry)
 
 
 # -- the HTML page ------------------------------------------------------------------------------

@@ -44,13 +44,13 @@ def point_registry(repository: str, manifest: str, *, client: RegistryClient | N
 class _Mover:
     """Moves the moving tags and remembers where they were (see ``moved_back``)."""
 
-    def __init__(self, engine: Engine, spec: Spec, repository: str | None) -> None:
-        self._engine, self._spec, self._repository = engine, spec, repository
+    def __init__(self, engine: Engine, spec: Spec, repository: str | None, client: RegistryClient | None) -> None:
+        self._engine, self._spec, self._repository, self._client = engine, spec, repository, client
         self._undo: list[Callable[[], None]] = []
 
     def registry(self, manifest: str) -> None:
         assert self._repository is not None
-        repository, client = self._repository, RegistryClient()
+        repository, client = self._repository, self._client or RegistryClient()
         try:
             before: str | None = client.tagged(repository, MOVING_TAG)
         except ResolveError:
@@ -73,10 +73,12 @@ class _Mover:
 
 
 @contextlib.contextmanager
-def moved_back(engine: Engine, spec: Spec, repository: str | None) -> Iterator[_Mover]:
-    """Move the moving tags inside the block; should the block fail, each tag it moved is put back
-    where it was, so a failed promotion or rollback leaves the build in service named as it was."""
-    mover = _Mover(engine, spec, repository)
+def moved_back(engine: Engine, spec: Spec, repository: str | None,
+               client: RegistryClient | None = None) -> Iterator[_Mover]:
+    """Move the moving tags inside the block (the registry's with ``client``: reached as the push
+    was); should the block fail, each tag it moved is put back where it was, so a failed promotion
+    or rollback leaves the build in service named as it was."""
+    mover = _Mover(engine, spec, repository, client)
     try:
         yield mover
     except BaseException:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sparkimg._internal.net.registry import RegistryClient
 from sparkimg.distribution.archive import Saved, save, to_save
 from sparkimg.distribution.compression import Compressor
 from sparkimg.distribution.push import Pushed, PushedIndex, push_built, push_index
@@ -19,35 +20,38 @@ from sparkimg.store.content import Store
 
 
 def pushed(spec_path: Path, store: Store, target: str, tags: Sequence[str], *, receipt: Path | None,
-           compression: Compressor | None, threads: int, report: Reporter = silent) -> Pushed:
+           compression: Compressor | None, threads: int, client: RegistryClient | None = None,
+           report: Reporter = silent) -> Pushed:
     """The spec's image to ``target`` (REGISTRY/REPO), tagged ``YYYYMMDD-KEY12`` (the date of the
     lock's source epoch) and ``tags``; its receipt (``receipt``, else where ``build`` wrote it,
     which may be absent) goes beside it."""
     return _pushed(stored_image(spec_path, store, report), target, tags, receipt=receipt, compression=compression,
-                   threads=threads, report=report)
+                   threads=threads, client=client, report=report)
 
 
 def _pushed(stored: Stored, target: str, tags: Sequence[str], *, receipt: Path | None,
-            compression: Compressor | None, threads: int, report: Reporter) -> Pushed:
+            compression: Compressor | None, threads: int, client: RegistryClient | None,
+            report: Reporter) -> Pushed:
     spec, the_store, lock, key, record = stored
     dated = f"{datetime.fromtimestamp(lock.source_date_epoch, UTC):%Y%m%d}-{key[:12]}"
     return push_built(record, lock, the_store, target, [dated, *tags], receipt or receipt_path(spec, key),
                       image_ref(spec, key), receipt_required=receipt is not None, compression=compression,
-                      threads=threads, report=report)
+                      threads=threads, client=client, report=report)
 
 
 def pushed_platforms(spec_paths: Sequence[Path], store: Store, target: str, tags: Sequence[str], *,
                      receipt: Path | None, compression: Compressor | None, threads: int,
-                     report: Reporter = silent) -> PushedIndex:
+                     client: RegistryClient | None = None, report: Reporter = silent) -> PushedIndex:
     """One image per spec (each built for its own platform) to ``target`` with its own receipt and
     SBOM and its dated tag, then an image index of all under ``tags`` (``receipt``: the first
     spec's, if not where ``build`` wrote it). Two specs for one platform are refused before
     anything is sent."""
     images = _one_per_platform(spec_paths, store, "push", report)
     done = [(stored.lock.platform, _pushed(stored, target, (), receipt=receipt if number == 0 else None,
-                                           compression=compression, threads=threads, report=report))
+                                           compression=compression, threads=threads, client=client,
+                                           report=report))
             for number, stored in enumerate(images)]
-    return push_index(done, target, tags, report=report)
+    return push_index(done, target, tags, client=client, report=report)
 
 
 def saved(spec_paths: Sequence[Path], store: Store, output: Path, *, receipt: Path | None, tag: str | None,

@@ -85,8 +85,9 @@ def _client() -> str:
 
 
 @contextlib.contextmanager
-def nodes(count: int, folder: Path) -> Iterator[list[Node]]:
-    """``count`` started daemons; each is stopped, and its folder removed, at the end."""
+def nodes(count: int, folder: Path, extra: tuple[str, ...] = ()) -> Iterator[list[Node]]:
+    """``count`` started daemons (each with the dockerd options ``extra``, e.g. an
+    ``--insecure-registry``); each is stopped, and its folder removed, at the end."""
     if shutil.which("dockerd") is None:
         unavailable("no dockerd to start nodes with")
     started: list[tuple[Node, subprocess.Popen[bytes]]] = []
@@ -101,7 +102,7 @@ def nodes(count: int, folder: Path) -> Iterator[list[Node]]:
                 ["dockerd", "--host", node.host, "--data-root", str(node.root / "data"),
                  "--exec-root", str(node.root / "exec"), "--pidfile", str(node.root / "dockerd.pid"),
                  "--iptables=false", "--bridge=none", "--containerd-namespace", tag,
-                 "--containerd-plugins-namespace", f"{tag}p"],
+                 "--containerd-plugins-namespace", f"{tag}p", *extra],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             started.append((node, process))
         for node, process in started:

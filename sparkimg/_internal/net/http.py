@@ -41,13 +41,15 @@ _PIECE = 64 << 10
 
 def request(session: Any, method: str, url: str, *, headers: dict[str, str] | None = None, auth: Any = None,
             data: bytes | None = None, params: dict[str, str] | None = None, timeout: float = 30,
-            follow: bool = True) -> requests.Response:
+            follow: bool = True, verify: bool | str = True) -> requests.Response:
     """One request, its body not read, following up to ``MAX_REDIRECTS`` redirects of a GET or
     HEAD here: ``requests`` reads a redirect's body whole, without a bound, before it follows (and
     even when told not to follow, to prepare ``Response.next``), so a 302 with an endless body grew
     memory without end. So the request goes to the transport adapter directly and each redirect is
     closed unread; credentials (``auth``, an ``Authorization`` header) go to the first host only,
-    as ``requests`` itself does. ``session`` is a ``requests.Session``, or None for a new one."""
+    as ``requests`` itself does. ``session`` is a ``requests.Session``, or None for a new one;
+    ``verify``: True (the system's CAs) or a CA file, for the first host only (a redirect elsewhere
+    is verified with the system's)."""
     import requests
 
     session = session if isinstance(session, requests.Session) else requests.Session()
@@ -55,7 +57,8 @@ def request(session: Any, method: str, url: str, *, headers: dict[str, str] | No
     for _ in range(MAX_REDIRECTS + 1):
         prepared = session.prepare_request(requests.Request(method, url, headers=headers, auth=auth, data=data,
                                                             params=params))
-        settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
+        here = verify if urlsplit(url).netloc == first else True
+        settings = session.merge_environment_settings(prepared.url, {}, True, here, None)
         response: requests.Response = session.get_adapter(prepared.url or url).send(prepared, timeout=timeout,
                                                                                      **settings)
         location = response.headers.get("Location")

@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,15 @@ from sparkimg._internal.net.http import (
     read_within,
     request,
     stream_within,
+)
+from sparkimg._internal.net.reach import (
+    NO_REACH,
+    Reach,
+    Reached,
+    ca_file,
+    is_loopback,
+    split_transport,
+    tls_refusal,
 )
 from sparkimg.errors import ResolveError, UsageError
 from sparkimg.formats.canonical import loads
@@ -42,7 +52,6 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
 )
 CONFIG_FILE_BYTES = 4 << 20  # the docker client's config.json; a larger one is not read
-_LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
@@ -51,20 +60,33 @@ _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 class ImageRef:
     registry: str
     repository: str
+    scheme: str = ""  # "http" or "https"; none given: http for loopback, else https (as Docker)
 
     @classmethod
-    def parse(cls, reference: str) -> ImageRef:
-        """Split ``host[:port]/path`` as Docker does (no host means Docker Hub)."""
+    def parse(cls, reference: str, reach: Reach = NO_REACH) -> ImageRef:
+        """Split ``[docker://|https://|http://]host[:port]/path`` as Docker (no host means Docker
+        Hub) and skopeo (``docker://``) do; the scheme is the prefix's, else ``reach``'s for the host
+        (``reach.py``; ``http://`` only with ``--plain-http``)."""
+        scheme, reference = split_transport(reference, reach.plain_http)
         first, _, rest = reference.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
-            return cls(first, rest)
+            return cls(first, rest, scheme or reach.scheme(first))
         path = reference if "/" in reference else f"library/{reference}"
-        return cls("registry-1.docker.io", path)
+        return cls("registry-1.docker.io", path, scheme or "https")
 
     @property
     def base_url(self) -> str:
-        scheme = "http" if _LOOPBACK.match(self.registry) else "https"
+        scheme = self.scheme or ("http" if is_loopback(self.registry) else "https")
         return f"{scheme}://{self.registry}/v2/{self.repository}"
+
+
+def reach_for(reference: str, *, plain_http: bool = False, ca: Path | None = None) -> Reach:
+    """A command's ``--plain-http`` and ``--ca-file`` for the registry ``reference`` names."""
+    if plain_http and ca is not None:
+        raise UsageError("--plain-http and --ca-file contradict each other: a CA is for TLS",
+                         hint="give --ca-file for a registry served over HTTPS, --plain-http for one over HTTP")
+    registry = ImageRef.parse(reference, Reach(plain_http=plain_http)).registry
+    return Reach(registry, plain_http, ca_file(ca, "--ca-file") if ca is not None else None)
 
 
 @dataclass(frozen=True)
@@ -79,20 +101,37 @@ class Resolved:
 
 
 class RegistryClient:
-    def __init__(self, session: requests.Session | None = None, timeout: float = 30) -> None:
+    def __init__(self, session: requests.Session | None = None, timeout: float = 30, reach: Reach = NO_REACH) -> None:
         # requests is imported by the client that uses it, so that importing lock costs little.
         import requests
 
         self.session = session or requests.Session()
         self.timeout = timeout
+        self.reach = reach  # the command's --plain-http and --ca-file, for the registry it names
         self._tokens: dict[str, str] = {}
+        self._verifies: dict[str, bool | str] = {}
+
+    def _verify(self, host: str) -> bool | str:
+        """``requests``' ``verify`` for ``host``, found once per client (certs.d is read once)."""
+        if host not in self._verifies:
+            self._verifies[host] = self.reach.verify(host)
+        return self._verifies[host]
+
+    def ref(self, reference: str) -> ImageRef:
+        """``reference`` (``host[:port]/repo``) reached as this client's ``reach`` says."""
+        return ImageRef.parse(reference, self.reach)
+
+    def reached(self, ref: ImageRef) -> Reached:
+        """How ``ref``'s registry is reached: its transport and the CA file, for a push's record."""
+        scheme = urlsplit(ref.base_url).scheme
+        return Reached(ref.registry, scheme, self.reach.ca_for(ref.registry) if scheme == "https" else None)
 
     def resolve(self, reference: str, tag_or_digest: str, platform: str) -> Resolved:
         return self.inspect(reference, tag_or_digest, platform)[0]
 
     def inspect(self, reference: str, tag_or_digest: str, platform: str) -> tuple[Resolved, dict[str, Any]]:
         """The digests a tag points at for ``platform``, and the image's config (labels and all)."""
-        ref = ImageRef.parse(reference)
+        ref = self.ref(reference)
         body, media_type, digest = self._manifest(ref, tag_or_digest)
         index_digest: str | None = None
         if media_type in INDEX_TYPES:
@@ -113,11 +152,11 @@ class RegistryClient:
 
     def tagged(self, reference: str, tag: str) -> str:
         """The digest of the manifest (or index) ``tag`` names now; ``ResolveError`` when none."""
-        return self._manifest(ImageRef.parse(reference), tag)[2]
+        return self._manifest(self.ref(reference), tag)[2]
 
     def manifest_bytes(self, reference: str, digest: str, *, accept: str = ", ".join(MANIFEST_TYPES)) -> bytes:
         """An image manifest by digest, bytes as served (checked against the digest)."""
-        ref = ImageRef.parse(reference)
+        ref = self.ref(reference)
         url = f"{ref.base_url}/manifests/{digest}"
         raw = self._get(ref, url, {"Accept": accept}).content
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
@@ -126,7 +165,7 @@ class RegistryClient:
 
     def blob_bytes(self, reference: str, digest: str) -> bytes:
         """A (small) blob by digest, checked against the digest."""
-        ref = ImageRef.parse(reference)
+        ref = self.ref(reference)
         raw = self._get(ref, f"{ref.base_url}/blobs/{digest}", {}, limit=CONFIG_MAX).content
         if "sha256:" + hashlib.sha256(raw).hexdigest() != digest:
             raise ResolveError(f"{ref.registry}/{ref.repository}: blob {digest} does not match its digest")
@@ -172,7 +211,10 @@ class RegistryClient:
             if key in self._tokens and own:
                 sent["Authorization"] = self._tokens[key]
             try:
-                response = request(self.session, method, url, headers=sent, data=data, timeout=self.timeout)
+                response = request(self.session, method, url, headers=sent, data=data, timeout=self.timeout,
+                                   verify=self._verify(urlsplit(url).netloc))
+            except requests.exceptions.SSLError as exc:
+                raise tls_refusal(urlsplit(url).netloc, url, exc, self.reach) from None
             except requests.RequestException as exc:
                 raise ResolveError(f"{url}: {exc.__class__.__name__}: {exc}",
                                    hint="check the registry address and that it is running") from None
@@ -221,7 +263,10 @@ class RegistryClient:
 
         auth = credentials(ref.registry)
         try:
-            response = request(self.session, "GET", realm, params=fields, auth=auth, timeout=self.timeout)
+            response = request(self.session, "GET", realm, params=fields, auth=auth, timeout=self.timeout,
+                               verify=self._verify(urlsplit(realm).netloc))
+        except requests.exceptions.SSLError as exc:
+            raise tls_refusal(urlsplit(realm).netloc, realm, exc, self.reach) from None
         except requests.RequestException as exc:
             raise ResolveError(f"{realm}: token request failed: {exc}") from None
         if response.status_code != 200:

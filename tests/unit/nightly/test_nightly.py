@@ -476,3 +476,20 @@ def test_an_entry_keeps_its_steps_and_an_entry_from_before_steps_reads_with_none
     assert Entry.from_json(older, "entry.json").steps == ()
     with pytest.raises(UsageError, match="steps"):
         Entry.from_json({**night.to_json(), "steps": [{"step": "fetch"}]}, "entry.json")
+
+
+def test_an_entry_keeps_how_its_registry_was_reached_and_an_older_one_reads_without() -> None:
+    reached = {"registry": "192.0.2.2:5001", "transport": "https",
+               "ca_file": {"path": "/etc/ca.pem", "sha256": "sha256:" + "c" * 64, "from": "--ca-file"}}
+    image = ImageOut("sparkimg/demo:0123456789abcdef", "sha256:" + "1" * 64, "sha256:" + "2" * 64, 123,
+                     ("192.0.2.2:5001/demo:nightly-x",), "192.0.2.2:5001/demo", reached)
+    night = _entry("20261203T020000Z", image=image)
+    assert Entry.from_json(night.to_json(), "entry.json") == night
+    assert night.to_json()["image"]["registry"] == reached and "registry" not in image.report()
+    older = night.to_json()
+    del older["image"]["registry"]
+    assert Entry.from_json(older, "entry.json").image == ImageOut(*(getattr(image, f) for f in
+                                                                     ("reference", "manifest", "config", "size_bytes",
+                                                                      "tags", "repository")))
+    with pytest.raises(UsageError, match="registry"):
+        Entry.from_json({**night.to_json(), "image": {**night.to_json()["image"], "registry": "https"}}, "entry.json")
