@@ -71,7 +71,7 @@ def base_image(lock: Lock, store: Store, *, client: RegistryClient | None = None
         from sparkimg._internal.net.registry import RegistryClient
 
         report(Event(Phase.FETCH, f"base manifest {base.repository}@{base.manifest_digest}"))
-        client = client or RegistryClient()
+        client = client or RegistryClient.for_base(base.repository, base.transport)
         try:
             manifest = client.manifest_bytes(base.repository, base.manifest_digest)
             config = client.blob_bytes(base.repository, base.config_digest)

@@ -115,6 +115,10 @@ class BasePin:
     config_digest: str
     media_type: str | None
     platform: str
+    # "http": its registry, on the LAN, was reached over plain HTTP because `lock --plain-http` asked,
+    # and every command that reads the base does the same; None (the key left out): as Docker
+    # would (loopback HTTP, else HTTPS), so a lock made without the flag is the same bytes as before.
+    transport: str | None = None
 
     @property
     def reference(self) -> str:
@@ -122,16 +126,23 @@ class BasePin:
         return self.repository + (f":{self.tag}" if self.tag else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"spec": dict(self.spec), "repository": self.repository, "tag": self.tag,
-                "index_digest": self.index_digest, "manifest_digest": self.manifest_digest,
-                "config_digest": self.config_digest, "media_type": self.media_type, "platform": self.platform}
+        out = {"spec": dict(self.spec), "repository": self.repository, "tag": self.tag,
+               "index_digest": self.index_digest, "manifest_digest": self.manifest_digest,
+               "config_digest": self.config_digest, "media_type": self.media_type, "platform": self.platform}
+        return out if self.transport is None else {**out, "transport": self.transport}
 
     @classmethod
     def from_json(cls, r: _Reader) -> BasePin:
         index = r.digest("index_digest") if r.data.get("index_digest") is not None else None
+        transport = r.opt_str("transport")
+        if transport not in (None, PLAIN_HTTP):
+            raise r._fail("transport", f"'{PLAIN_HTTP}' or absent")
         return cls(dict(r.mapping("spec")), r.text("repository"), r.opt_str("tag"), index,
                    r.digest("manifest_digest"), r.digest("config_digest"), r.opt_str("media_type"),
-                   r.text("platform"))
+                   r.text("platform"), transport)
+
+
+PLAIN_HTTP = "http"  # BasePin.transport of a base whose registry is reached without TLS, as asked
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from sparkimg.errors import LockError, ResolveError, UsageError
 from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.formats.canonical import loads, pretty, sha256_prefixed
 from sparkimg.formats.lockfile import (
+    PLAIN_HTTP,
     BasePin,
     GitPin,
     LockFile,
@@ -133,13 +134,15 @@ def resolve(
         report(Event(Phase.RESOLVE, f"resolving base {spec.base.reference}"))
         from sparkimg._internal.net.registry import RegistryClient
 
-        client = registry or RegistryClient()
+        # Without a client (the nightly): the base's registry as the last lock reached it.
+        client = registry or RegistryClient.for_base(spec.base.repository, old.base.transport if old else None)
         resolved = client.resolve(spec.base.repository, spec.base.digest or spec.base.tag or "", platform)
         if spec.base.digest and spec.base.digest not in (resolved.manifest_digest, resolved.index_digest):
             raise ResolveError(f"base {spec.base.reference}: registry returned {resolved.manifest_digest}, "
                                f"the spec pins {spec.base.digest}")
         base = BasePin(base_spec, spec.base.repository, spec.base.tag, resolved.index_digest,
-                       resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform)
+                       resolved.manifest_digest, resolved.config_digest, resolved.media_type, platform,
+                       _transport(client, spec.base.repository))
 
     sources: dict[str, SourcePin] = {}
     # The base's Python and glibc as a build asked them; for a base that moved since, the previous
@@ -487,3 +490,16 @@ def _nvcc_identity(nvcc: Path) -> dict[str, str]:
     release = next((line.split("release", 1)[1].strip() for line in out.splitlines() if "release" in line), "")
     build = next((line.split(":", 1)[-1].strip() for line in out.splitlines() if line.startswith("Build")), "")
     return {"release": release, "build": build, "sha256": sha256_file(nvcc)}
+
+
+def _transport(client: RegistryClient, repository: str) -> str | None:
+    """What the lock records of how the base's registry was reached: plain HTTP to a registry that
+    is not loopback only where ``--plain-http`` asked for it (then every reader of the base does
+    the same); else nothing, and the readers go as Docker would."""
+    from sparkimg._internal.net.reach import is_loopback
+    from sparkimg._internal.net.registry import ImageRef
+
+    registry = ImageRef.parse(repository, client.reach).registry
+    asked = client.reach.plain_http and client.reach.registry == registry and not is_loopback(registry)
+    return PLAIN_HTTP if asked else None
+

@@ -142,7 +142,8 @@ def _detail(pin: BasePin | SourcePin, spec: Spec, store: Store) -> dict[str, Any
         if isinstance(pin, BasePin):
             from sparkimg._internal.net.registry import RegistryClient
 
-            _, config = RegistryClient().inspect(pin.repository, pin.manifest_digest, pin.platform)
+            client = RegistryClient.for_base(pin.repository, pin.transport)
+            _, config = client.inspect(pin.repository, pin.manifest_digest, pin.platform)
             created = config.get("created")
             return {"date": created, "config": pin.config_digest} if isinstance(created, str) \
                 else {"config": pin.config_digest}

@@ -47,9 +47,10 @@ class _ChunkFile:
 
 
 def readings(digests: Sequence[str], store: Store, *, base_repository: str, base_sizes: Mapping[str, int],
-             report: Reporter = silent) -> list[LayerReading]:
+             base_transport: str | None = None, report: Reporter = silent) -> list[LayerReading]:
     """The readings of the layers ``digests`` (base first): kept ones, else read from the store's
-    blob, else (a base layer, listed in ``base_sizes``) streamed from ``base_repository``."""
+    blob, else (a base layer, listed in ``base_sizes``) streamed from ``base_repository`` (over
+    ``base_transport``, the lock's)."""
     found = []
     for digest in digests:
         reading = LayerReading.from_json(store.read_record(READINGS, hex_of(digest)))
@@ -57,7 +58,7 @@ def readings(digests: Sequence[str], store: Store, *, base_repository: str, base
             if store.has(hex_of(digest)):
                 reading = read_layer_file(store.blob(hex_of(digest)))
             elif digest in base_sizes:
-                reading = _streamed(base_repository, digest, base_sizes[digest], report)
+                reading = _streamed(base_repository, base_transport, digest, base_sizes[digest], report)
             else:
                 raise FetchError(f"layer {digest} of the image is not in the store",
                                  hint="build the spec again: the build writes its layers into the store")
@@ -66,11 +67,12 @@ def readings(digests: Sequence[str], store: Store, *, base_repository: str, base
     return found
 
 
-def _streamed(repository: str, digest: str, size: int, report: Reporter) -> LayerReading:
+def _streamed(repository: str, transport: str | None, digest: str, size: int, report: Reporter) -> LayerReading:
     from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
 
     report(Event(Phase.FETCH, f"reading base layer {digest[:19]} ({size} bytes) from {repository} for the SBOM"))
-    source = _ChunkFile(client_stream(RegistryClient(), ImageRef.parse(repository), digest, size))
+    client = RegistryClient.for_base(repository, transport)
+    source = _ChunkFile(client_stream(client, ImageRef.parse(repository, client.reach), digest, size))
     try:
         with tarfile.open(fileobj=source, mode="r|*", tarinfo=BoundedTarInfo) as archive:  # type: ignore[call-overload]
             reading = read_layer(archive)

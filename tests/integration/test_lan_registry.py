@@ -12,6 +12,7 @@ import contextlib
 import datetime
 import hashlib
 import ipaddress
+import json
 import shutil
 import socket
 import subprocess
@@ -199,6 +200,18 @@ def test_plain_http_registry_only_with_plain_http(demo: Demo, tmp_path: Path,
         assert code == 0, err
         assert locked["base"]["repository"] == repository
         assert locked["base"]["manifest_digest"] == "sha256:" + hashlib.sha256(base.content).hexdigest()
+        # The lock records the plain HTTP it was asked for; every reader of the base goes the same way
+        # (fetch, build, --check's scratch store, the SBOM, the nightly), and a re-lock keeps it.
+        assert json.loads(spec.with_name("lan.yaml.lock.json").read_text())["base"]["transport"] == "http"
+        code, _, err = demo.run("lock", str(spec), "--update", "base")
+        assert code == 0, err
+        from sparkimg.fetch.inputs import base_image
+        from sparkimg.lock.resolve import load_lock
+        from sparkimg.spec import load_spec
+        from sparkimg.store.content import Store
+
+        read = base_image(load_lock(load_spec(spec)), Store(tmp_path / "scratch-store"))
+        assert read.manifest == base.content and read.config == config
 
         # pull: sparkimg verifies the receipt over plain HTTP; the shared engine, not configured for this
         # registry, refuses its own pull, and the error says where the engine is configured.

@@ -111,6 +111,12 @@ class RegistryClient:
         self._tokens: dict[str, str] = {}
         self._verifies: dict[str, bool | str] = {}
 
+    @classmethod
+    def for_base(cls, repository: str, transport: str | None) -> RegistryClient:
+        """The client that reads a locked base: over plain HTTP where the lock records that
+        ``lock --plain-http`` asked for it (``BasePin.transport``), else as Docker would."""
+        return cls(reach=reach_for(repository, plain_http=True) if transport == "http" else NO_REACH)
+
     def _verify(self, host: str) -> bool | str:
         """``requests``' ``verify`` for ``host``, found once per client (certs.d is read once)."""
         if host not in self._verifies:

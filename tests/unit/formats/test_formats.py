@@ -168,3 +168,17 @@ def test_recipe_round_trips() -> None:
     assert made.expectations[1].matches("e47aa780" + "0" * 32) and not made.expectations[0].matches("linux/amd64")
     with pytest.raises(RecipeError, match="x: not a resolved recipe"):
         Recipe.from_json({"path": "p"}, "x")
+
+
+def test_a_base_reached_over_plain_http_is_recorded_and_nothing_else_changes() -> None:
+    """``lock --plain-http`` writes ``transport: http`` on the base; without it the key is absent, so
+    a lock made without the flag is the same bytes as before the field existed."""
+    data = lock_json()
+    assert "transport" not in data["base"]
+    assert LockFile.from_json(copy.deepcopy(data), "x.lock.json").base.transport is None
+    data["base"]["transport"] = "http"
+    read = LockFile.from_json(copy.deepcopy(data), "x.lock.json")
+    assert read.base.transport == "http" and read.to_json() == data
+    data["base"]["transport"] = "ftp"
+    with pytest.raises(LockError, match=r"base\.transport must be 'http' or absent"):
+        LockFile.from_json(data, "x.lock.json")
