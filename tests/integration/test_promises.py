@@ -97,20 +97,24 @@ def test_push_and_save_refuse_another_images_receipt(
         # Its own receipt goes, with the SBOM beside it.
         code, pushed, err = cli(capsys, store, "push", str(one), "--to", repo, "--json")
         assert code == 0 and pushed["receipt"] and pushed["sbom"], err
+        # Registry references as docker and skopeo take them: https:// is HTTPS, which this loopback
+        # registry (plain HTTP, as Docker reaches loopback) does not speak; an unknown transport is bad input.
         code, _, err = cli(capsys, store, "push", str(one), "--to", "https://" + repo)
-        assert code == 2 and f"--to {repo}" in err, err
+        assert code == 1 and "does not speak TLS" in err and "without https://" in err, err
+        code, _, err = cli(capsys, store, "push", str(one), "--to", "oci://" + repo)
+        assert code == 2 and "not a registry transport" in err and "docker://REGISTRY/REPO" in err, err
     finally:
         for result in built:
             engine.remove_image(result["image"]["reference"])
 
 
-@pytest.mark.parametrize("bad", ["missing key", "public key", "https target"])
+@pytest.mark.parametrize("bad", ["missing key", "public key", "foreign transport"])
 def test_bad_nightly_input_is_refused_before_the_night_and_leaves_no_history(
         bad: str, demo: Path, key: Path, tmp_path: Path, engine: Engine, registry: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     state = tmp_path / "state"
     chosen = {"missing key": tmp_path / "absent.key", "public key": key.with_suffix(".pub")}.get(bad, key)
-    target = f"https://{registry}/sparkimg-test/x" if bad == "https target" else f"{registry}/sparkimg-test/x"
+    target = f"oci://{registry}/sparkimg-test/x" if bad == "foreign transport" else f"{registry}/sparkimg-test/x"
     started = time.monotonic()
     code, _, err = cli(capsys, tmp_path / "store", "nightly", str(demo), "--state", str(state), "--key", str(chosen),
                        "--push", target)
