@@ -98,15 +98,11 @@ class _Parser(argparse.ArgumentParser):
             if guess := closest(wrong.group(1), choices):
                 message = f"{message.split(' (choose from')[0]}; did you mean '{guess}'?"
         if _json_logs_asked:  # the error as the one JSON line a log collector reads, as any other error
-            import json
-            import sys
-
-            from sparkimg.events import record
+            from sparkimg.cli.render import json_line
 
             said = f"{self.prog}: {message}"
-            sys.stderr.write(json.dumps({**record("error", said), "error": said, "exit_code": 2,
-                                         "hint": f"see `{self.prog} --help`", "usage": self.format_usage().strip()},
-                                        sort_keys=True) + "\n")
+            json_line("error", said, error=said, exit_code=2, hint=f"see `{self.prog} --help`",
+                      usage=self.format_usage().strip())
             self.exit(2)
         super().error(message)
 

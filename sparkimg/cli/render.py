@@ -116,7 +116,9 @@ def use_json_logs(on: bool) -> None:
     _json_logs = on
 
 
-def _json_line(kind: str, message: str, **more: Any) -> None:
+def json_line(kind: str, message: str, **more: Any) -> None:
+    """One ``--json-logs`` line that is not an event (an error, a warning, a mismatch): the event's
+    keys (``events.record``) and ``more``."""
     sys.stderr.write(json.dumps({**record(kind, message), **more}, sort_keys=True) + "\n")
     sys.stderr.flush()
 
@@ -146,7 +148,7 @@ def reporter(*, json_logs: bool, quiet: bool = False) -> TerminalReporter | Json
 
 def warning(message: str) -> None:
     if _json_logs:
-        return _json_line(Kind.WARNING.value, message)
+        return json_line(Kind.WARNING.value, message)
     write(sys.stderr, [("warning: ", "bold yellow"), message])
 
 
@@ -154,21 +156,21 @@ def error(exc: SparkimgError) -> None:
     """The error a command ended with: ``error:`` and ``fix:`` lines, or with ``--json-logs`` one
     JSON line with the event keys (kind ``error``) and the error's own (hint, exit code, problems)."""
     if _json_logs:
-        return _json_line("error", exc.message, **exc.to_json())
+        return json_line("error", exc.message, **exc.to_json())
     write(sys.stderr, [("error: ", "bold red"), str(exc)])
 
 
 def error_text(message: str, *, exit_code: int | None = None) -> None:
     """A line that ends a command without an error object (a signal)."""
     if _json_logs:
-        return _json_line("error", message, exit_code=exit_code)
+        return json_line("error", message, exit_code=exit_code)
     write(sys.stderr, [message])
 
 
 def mismatch(label: str, message: str) -> None:
     """A finding that fails the command (a digest, a patch file, a blob): ``label: message``."""
     if _json_logs:
-        return _json_line("error", message, label=label)
+        return json_line("error", message, label=label)
     write(sys.stderr, [(f"{label}: ", "red"), message])
 
 

@@ -7,7 +7,6 @@ Only argparse is imported before the arguments are parsed, so ``sparkimg --versi
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -22,14 +21,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     with signals.handled():
         code = _run(args)
         if (signum := signals.received()) is not None and code != 128 + signum:  # raised and swallowed
-            from sparkimg.cli import render
-            from sparkimg.store.content import remove_own_work
-
-            remove_own_work()
-
-            render.error_text(f"stopped by {signal_name(signum)}; nothing half-written was kept",
-                              exit_code=128 + signum)
-            return 128 + signum
+            return _stopped(f"stopped by {signal_name(signum)}", 128 + signum)
         return code
 
 
@@ -69,19 +61,24 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, "json", False):
             from sparkimg.formats.results import ERROR
 
-            print(json.dumps({"schema": ERROR, **exc.to_json()}, indent=2, sort_keys=True))
+            render.print_json({"schema": ERROR, **exc.to_json()})
         render.error(exc)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        from sparkimg.store.content import remove_own_work
-
-        remove_own_work()  # what a cleanup cut short by the signal left
         if isinstance(exc, Interrupted):
-            render.error_text(f"stopped by {signal_name(exc.signum)}; nothing half-written was kept",
-                              exit_code=exc.exit_code)
-            return exc.exit_code
-        render.error_text("interrupted; nothing half-written was kept", exit_code=130)
-        return 130
+            return _stopped(f"stopped by {signal_name(exc.signum)}", exc.exit_code)
+        return _stopped("interrupted", 130)
+
+
+def _stopped(said: str, exit_code: int) -> int:
+    """A command a signal stopped: the store work folders it leased that a cleanup cut short by the
+    signal left are removed, and it says so (``exit_code``, 128 + the signal)."""
+    from sparkimg.cli import render
+    from sparkimg.store.content import remove_own_work
+
+    remove_own_work()
+    render.error_text(f"{said}; nothing half-written was kept", exit_code=exit_code)
+    return exit_code
 
 
 def signal_name(signum: int) -> str:

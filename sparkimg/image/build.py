@@ -71,16 +71,19 @@ class BuildResult:
         was built."""
         if name == "image":
             return "image" in self.built
-        return any(s.within_assembly and s.layer is not None and (s.layer == name or s.layer.startswith(name + "/"))
-                   for s in self.steps)
+        return any(s.within_assembly for s in self._steps_of(name))
 
     def layer_seconds(self, name: str) -> float | None:
         """What this build spent on a spec layer (its compile, and the writing of its image layers;
         "image": the load), or None when it spent nothing on it."""
-        found = [s.wall_s for s in self.steps if s.layer is not None
-                 and (s.layer == name or s.layer.startswith(name + "/"))] if name != "image" else \
+        found = [s.wall_s for s in self._steps_of(name)] if name != "image" else \
             [s.wall_s for s in self.steps if s.name in ("assemble", "load") and s.layer is None]
         return round(sum(found), 3) if found else None
+
+    def _steps_of(self, name: str) -> list[Step]:
+        """The steps of spec layer ``name``: its compile, and the writing of its image layers (``NAME``,
+        and ``NAME/WHEEL`` for a compile layer's large wheel)."""
+        return [s for s in self.steps if s.layer is not None and (s.layer == name or s.layer.startswith(name + "/"))]
 
 
 def built_image(engine: Engine, spec: Spec, key: str) -> str | None:
