@@ -180,16 +180,11 @@ def lock(spec_path: Path, *, store: Path | None = None, update: Sequence[str] = 
          ca_file: Path | None = None, report: Reporter = silent) -> Lock:
     """Resolve every mutable reference and write ``SPEC.lock.json``; the base's registry reached
     over plain HTTP, or verified with ``ca_file``, when asked (``_internal.net.reach``)."""
-    from sparkimg._internal.net.registry import RegistryClient, reach_for
-    from sparkimg.formats.lockfile import PLAIN_HTTP
     from sparkimg.lock import resolve as lock_mod
 
     spec = _spec(spec_path, report)
     previous = lock_mod.load_lock(spec) if lock_mod.lock_path(spec).exists() else None
-    # A lock that records plain HTTP for this base (asked once) keeps it, unless a CA now says TLS.
-    kept = previous is not None and previous.base.transport == PLAIN_HTTP \
-        and previous.base.repository == spec.base.repository and ca_file is None
-    client = RegistryClient(reach=reach_for(spec.base.repository, plain_http=plain_http or kept, ca=ca_file))
+    client = lock_mod.base_client(spec, previous.base if previous else None, plain_http=plain_http, ca_file=ca_file)
     model = lock_mod.resolve(spec, _store(store), previous=previous, update=update, registry=client,
                              report=report)
     return lock_mod.write(spec, model)

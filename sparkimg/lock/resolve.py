@@ -132,10 +132,7 @@ def resolve(
     base = old.base if old is not None and keeps("base", old.base, base_spec) else None
     if base is None:
         report(Event(Phase.RESOLVE, f"resolving base {spec.base.reference}"))
-        from sparkimg._internal.net.registry import RegistryClient
-
-        # Without a client (the nightly): the base's registry as the last lock reached it.
-        client = registry or RegistryClient.for_base(spec.base.repository, old.base.transport if old else None)
+        client = registry or base_client(spec, old.base if old else None)  # the nightly's: as the last lock
         resolved = client.resolve(spec.base.repository, spec.base.digest or spec.base.tag or "", platform)
         if spec.base.digest and spec.base.digest not in (resolved.manifest_digest, resolved.index_digest):
             raise ResolveError(f"base {spec.base.reference}: registry returned {resolved.manifest_digest}, "
@@ -492,14 +489,25 @@ def _nvcc_identity(nvcc: Path) -> dict[str, str]:
     return {"release": release, "build": build, "sha256": sha256_file(nvcc)}
 
 
+def base_client(spec: Spec, previous: BasePin | None, *, plain_http: bool = False,
+                ca_file: Path | None = None) -> RegistryClient:
+    """The client that resolves the spec's base: ``--plain-http`` or ``--ca-file`` as given, and the
+    plain HTTP the last lock recorded (asked once) kept for that very repository, unless a CA now
+    says TLS. ``lock`` and the nightly's re-resolution both ask here."""
+    from sparkimg._internal.net.registry import RegistryClient, reach_for
+
+    kept = previous is not None and previous.transport == PLAIN_HTTP \
+        and previous.repository == spec.base.repository and ca_file is None
+    return RegistryClient(reach=reach_for(spec.base.repository, plain_http=plain_http or kept, ca=ca_file))
+
+
 def _transport(client: RegistryClient, repository: str) -> str | None:
     """What the lock records of how the base's registry was reached: plain HTTP to a registry that
     is not loopback only where ``--plain-http`` asked for it (then every reader of the base does
     the same); else nothing, and the readers go as Docker would."""
     from sparkimg._internal.net.reach import is_loopback
-    from sparkimg._internal.net.registry import ImageRef
 
-    registry = ImageRef.parse(repository, client.reach).registry
-    asked = client.reach.plain_http and client.reach.registry == registry and not is_loopback(registry)
+    ref = client.ref(repository)
+    asked = client.reach.plain_http and client.reach.registry == ref.registry and not is_loopback(ref.registry)
     return PLAIN_HTTP if asked else None
 
