@@ -133,8 +133,9 @@ def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = s
         raise UsageError("sparkimg nightly signs every receipt: pass --key or set SPARKIMG_KEY",
                          hint="create a key once with `sparkimg keygen --out ~/.config/sparkimg/nightly`")
     load_private(chosen)  # a missing file, a public key or a key for others to read: refused before the night
-    if options.push:
-        target_of(options.push, options.registry().reach)
+    client = options.registry() if options.push else None  # one client (its CA read once) for the night
+    if options.push and client is not None:
+        target_of(options.push, client.reach)
     if options.keep is not None and options.keep < 1:
         raise UsageError(f"--keep {options.keep}: keep at least the night just run", hint="e.g. --keep 30")
     state = State(options.state or default_folder(spec.path))
@@ -155,7 +156,7 @@ def run(spec_path: Path, options: Options, *, store: Store, report: Reporter = s
         progress = _Progress()
         status, stage, error = "built", None, None
         try:
-            status = _night(spec, options, state, entry_id, store, progress, tell, said)
+            status = _night(spec, options, state, entry_id, store, progress, tell, said, client)
         except _Failed as failed:
             status, stage, error = "failed", failed.stage, failed.error
             tell(Event(Phase.NIGHTLY, f"nightly failed at {stage}: {error}", kind=Kind.WARNING))
@@ -254,8 +255,9 @@ def _spec_locked(spec: Spec) -> Iterator[None]:
 
 
 def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Store,
-           progress: _Progress, tell: Reporter, said: Collected) -> str:
-    """The stages; returns the status ("unchanged" or "built"), raises _Failed."""
+           progress: _Progress, tell: Reporter, said: Collected, client: RegistryClient | None) -> str:
+    """The stages; returns the status ("unchanged" or "built"), raises _Failed. ``client``: the
+    ``--push`` registry's, when there is one."""
 
     def _stage(name: str, work: Callable[[], Any]) -> Any:
         progress.stage = name
@@ -306,7 +308,6 @@ def _night(spec: Spec, options: Options, state: State, entry_id: str, store: Sto
     progress.verify = _stage("sign", lambda: _verify(built.receipt.path, options.key, result.image_ref, store))
     if not progress.verify["ok"]:
         raise _Failed("sign", f"the signed receipt does not verify: {progress.verify['message']}")
-    client = options.registry() if options.push else None
     pushed = _stage("push", lambda: _push(result, cand, store, options.push, entry_id, built, client, tell)) \
         if options.push else None
     if pushed is not None:

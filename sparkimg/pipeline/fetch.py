@@ -20,8 +20,8 @@ def fetched(spec_path: Path, store: Store, report: Reporter = silent) -> Fetched
     lock = load_checked(spec, store)
     found = fetch(spec, lock, store, engine_of(store), report=report)
     base = base_image(lock, store, report=report)
-    readings([d.digest for d in base.layers], store, base_repository=lock.base.repository,
-             base_transport=lock.base.transport, base_sizes={d.digest: d.size for d in base.layers}, report=report)
+    readings([d.digest for d in base.layers], store, base=lock.base, base_sizes={d.digest: d.size for d in base.layers},
+             report=report)
     # Fetched now, built later (offline): the spec's root names its lock, so gc keeps what the
     # lock pins until the next lock, built or not.
     remember_root(store, spec.path, lock=lock.path, receipts=spec.root / "receipts", keys=())

@@ -143,11 +143,12 @@ def statement(
         if record.compiler_cache:  # hits, misses and the compile time saved by the layer's object cache
             annotations["compiler_cache"] = dict(record.compiler_cache)
         byproducts.append(Descriptor(f"layer:{name}", annotations=annotations))
+    run = spec.run.to_json()
     return Statement(
         subjects=tuple(subjects),
         external={"spec": {"name": spec.name, "path": spec.path.name, "image": spec.image,
                            "digest": {"sha256": hex_of(spec.digest)}},
-                  **({"run": spec.run.to_json()} if spec.run.to_json() else {})},
+                  **({"run": run} if run else {})},
         internal=internal,
         dependencies=dependencies(spec, lock, blobs, base_nvcc),
         builder_version={"sparkimg": __version__},

@@ -56,8 +56,7 @@ def inventory_of(spec: Spec, lock: Lock, store: Store, record: ImageRecord, imag
 
     base = base_image(lock, store, report=report)
     digests = [*(d.digest for d in base.layers), *(layer.descriptor.digest for layer in record.layers)]
-    found = contents.read(readings(digests, store, base_repository=lock.base.repository,
-                                   base_transport=lock.base.transport,
+    found = contents.read(readings(digests, store, base=lock.base,
                                    base_sizes={d.digest: d.size for d in base.layers}, report=report))
     records = compile_records(compute(spec, lock, store), store)
     return inventory(spec, lock, record, found, records, image_ref)

@@ -77,7 +77,6 @@ class Inventory:
     name: str  # the image reference the document is named for
     spec_name: str
     config_digest: str
-    manifest_digest: str
     created: int  # the lock's SOURCE_DATE_EPOCH
     unread: tuple[str, ...]  # package databases of kinds not read (apk, rpm)
     packages: tuple[Package, ...]
@@ -214,5 +213,5 @@ def inventory(spec: Spec, lock: Lock, record: ImageRecord, contents: Contents,
                 packages.append(patch)
                 relationships.append(Relationship(patch.ref, "RUNTIME_DEPENDENCY_OF", IMAGE))
 
-    return Inventory(image_ref, spec.name, record.config_digest, record.manifest_digest, lock.source_date_epoch,
+    return Inventory(image_ref, spec.name, record.config_digest, lock.source_date_epoch,
                      tuple(contents.unread), tuple(packages), tuple(relationships))

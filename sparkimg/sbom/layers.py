@@ -17,8 +17,13 @@ from sparkimg._internal.fs.tars import BoundedTarInfo
 from sparkimg.errors import FetchError, ResolveError
 from sparkimg.events import Event, Phase, Reporter, silent
 from sparkimg.formats.canonical import hex_of
+from sparkimg.formats.lockfile import BasePin
 from sparkimg.sbom.contents import LayerReading, read_layer, read_layer_file
 from sparkimg.store.content import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sparkimg._internal.net.registry import RegistryClient
 
 READINGS = "sbom-layers"
 
@@ -46,11 +51,14 @@ class _ChunkFile:
             pass
 
 
-def readings(digests: Sequence[str], store: Store, *, base_repository: str, base_sizes: Mapping[str, int],
-             base_transport: str | None = None, report: Reporter = silent) -> list[LayerReading]:
+def readings(digests: Sequence[str], store: Store, *, base: BasePin, base_sizes: Mapping[str, int],
+             report: Reporter = silent) -> list[LayerReading]:
     """The readings of the layers ``digests`` (base first): kept ones, else read from the store's
-    blob, else (a base layer, listed in ``base_sizes``) streamed from ``base_repository`` (over
-    ``base_transport``, the lock's)."""
+    blob, else (a base layer, listed in ``base_sizes``) streamed from the locked ``base``'s
+    registry, reached as the lock says (one client for them all, as ``archive.layers_in_store``)."""
+    from sparkimg._internal.net.registry import RegistryClient
+
+    client: RegistryClient | None = None
     found = []
     for digest in digests:
         reading = LayerReading.from_json(store.read_record(READINGS, hex_of(digest)))
@@ -58,7 +66,8 @@ def readings(digests: Sequence[str], store: Store, *, base_repository: str, base
             if store.has(hex_of(digest)):
                 reading = read_layer_file(store.blob(hex_of(digest)))
             elif digest in base_sizes:
-                reading = _streamed(base_repository, base_transport, digest, base_sizes[digest], report)
+                client = client or RegistryClient.for_base(base.repository, base.transport)
+                reading = _streamed(client, base.repository, digest, base_sizes[digest], report)
             else:
                 raise FetchError(f"layer {digest} of the image is not in the store",
                                  hint="build the spec again: the build writes its layers into the store")
@@ -67,12 +76,11 @@ def readings(digests: Sequence[str], store: Store, *, base_repository: str, base
     return found
 
 
-def _streamed(repository: str, transport: str | None, digest: str, size: int, report: Reporter) -> LayerReading:
-    from sparkimg._internal.net.registry import ImageRef, RegistryClient, client_stream
+def _streamed(client: RegistryClient, repository: str, digest: str, size: int, report: Reporter) -> LayerReading:
+    from sparkimg._internal.net.registry import client_stream
 
     report(Event(Phase.FETCH, f"reading base layer {digest[:19]} ({size} bytes) from {repository} for the SBOM"))
-    client = RegistryClient.for_base(repository, transport)
-    source = _ChunkFile(client_stream(client, ImageRef.parse(repository, client.reach), digest, size))
+    source = _ChunkFile(client_stream(client, client.ref(repository), digest, size))
     try:
         with tarfile.open(fileobj=source, mode="r|*", tarinfo=BoundedTarInfo) as archive:  # type: ignore[call-overload]
             reading = read_layer(archive)

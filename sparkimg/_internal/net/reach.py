@@ -160,11 +160,11 @@ def tls_refusal(registry: str, url: str, exc: Exception, reach: Reach) -> Resolv
                             "docker reads it too); sparkimg never skips verification")
     said = _SSL_REASON.search(text)
     reason = said.group(1).strip() if said else text[:200]
-    if any(marker in reason.lower() for marker in _NOT_TLS) and is_loopback(registry):
-        return ResolveError(f"{registry}: does not speak TLS ({reason}); a loopback registry serves plain HTTP "
-                            f"({url})", hint="name it without https:// (sparkimg reaches loopback over plain "
-                            "HTTP, as Docker does)")
     if any(marker in reason.lower() for marker in _NOT_TLS):
+        if is_loopback(registry):
+            return ResolveError(f"{registry}: does not speak TLS ({reason}); a loopback registry serves plain "
+                                f"HTTP ({url})", hint="name it without https:// (sparkimg reaches loopback over "
+                                "plain HTTP, as Docker does)")
         return ResolveError(f"{registry}: does not speak TLS ({reason}); it may serve plain HTTP ({url})",
                             hint="sparkimg uses plain HTTP only to loopback or when asked: add --plain-http "
                             "for a registry on a trusted LAN, or serve it over HTTPS")

@@ -7,14 +7,17 @@ import gzip
 import hashlib
 import io
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sparkimg.errors import FetchError
+from sparkimg.formats.lockfile import BasePin
 from sparkimg.sbom import layers
 from sparkimg.sbom.contents import read
 from sparkimg.store.content import Store
+from tests.formats import lock_file
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -27,6 +30,10 @@ def _tar(files: dict[str, bytes]) -> bytes:
     return out.getvalue()
 
 
+def _base(repository: str) -> BasePin:
+    return replace(lock_file().base, repository=repository)
+
+
 SITE = "usr/lib/python3/dist-packages"
 META = b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n"
 
@@ -34,9 +41,9 @@ META = b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n"
 def test_a_store_layer_is_read_once_and_then_from_its_record(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     digest = "sha256:" + store.put_bytes(_tar({f"{SITE}/six-1.16.0.dist-info/METADATA": META}))
-    first = layers.readings([digest], store, base_repository="unused", base_sizes={})
+    first = layers.readings([digest], store, base=_base("unused"), base_sizes={})
     store.blob(digest.split(":")[1]).unlink()  # gone: only the kept reading can answer now
-    again = layers.readings([digest], store, base_repository="unused", base_sizes={})
+    again = layers.readings([digest], store, base=_base("unused"), base_sizes={})
     assert again == first and [d.name for d in read(again).python] == ["six"]
 
 
@@ -61,13 +68,13 @@ def test_a_base_layer_streams_from_the_registry_and_a_wrong_stream_keeps_nothing
     monkeypatch.setattr(registry, "client_stream", stream)
     served["bytes"] = gzip.compress(_tar({f"{SITE}/evil-1.dist-info/METADATA": META.replace(b"six", b"evil")}))
     with pytest.raises(FetchError, match="does not match"):
-        layers.readings([digest], store, base_repository="127.0.0.1:5000/base", base_sizes={digest: len(blob)})
+        layers.readings([digest], store, base=_base("127.0.0.1:5000/base"), base_sizes={digest: len(blob)})
     assert store.read_record(layers.READINGS, digest.split(":")[1]) is None  # nothing of the wrong bytes kept
     served["bytes"] = blob
-    found = layers.readings([digest], store, base_repository="127.0.0.1:5000/base", base_sizes={digest: len(blob)})
+    found = layers.readings([digest], store, base=_base("127.0.0.1:5000/base"), base_sizes={digest: len(blob)})
     assert [d.name for d in read(found).python] == ["six"] and not store.has(digest.split(":")[1])
 
 
 def test_a_layer_neither_in_the_store_nor_the_base_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FetchError, match="build the spec again"):
-        layers.readings(["sha256:" + "a" * 64], Store(tmp_path / "s"), base_repository="x", base_sizes={})
+        layers.readings(["sha256:" + "a" * 64], Store(tmp_path / "s"), base=_base("x"), base_sizes={})
