@@ -4,6 +4,7 @@ CA file), without a registry: the real ones are in tests/integration/test_lan_re
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,25 @@ def test_nightly_refuses_unasked_plain_http_for_its_push_before_the_night(tmp_pa
     assert main([*night, "--plain-http", "--ca-file", str(tmp_path / "ca.pem")]) == 2
     assert "contradict" in capsys.readouterr().err
     assert not (tmp_path / "state").exists()
+
+
+def test_plain_http_a_lock_recorded_is_kept_for_that_repository_only(project: Callable[..., Path]) -> None:
+    """``lock`` and the nightly's re-resolution ask ``base_client``: the last lock's plain HTTP
+    holds for the same base repository, never for one the spec moved to, and not against a CA."""
+    from dataclasses import replace
+
+    from sparkimg.lock.resolve import base_client
+    from sparkimg.spec import load_spec
+    from tests.formats import GOOD, lock_file
+
+    lan = GOOD.replace("127.0.0.1:5000/sparkimg/demo-base:bookworm", "192.0.2.2:5000/base:bookworm")
+    spec = load_spec(project(lan))
+    recorded = replace(lock_file().base, repository="192.0.2.2:5000/base", transport="http")
+    assert base_client(spec, recorded).ref(spec.base.repository).scheme == "http"
+    assert base_client(spec, replace(recorded, repository="192.0.2.9:5000/base")).ref(
+        spec.base.repository).scheme == "https"
+    assert base_client(spec, None).ref(spec.base.repository).scheme == "https"
+    assert base_client(spec, None, plain_http=True).ref(spec.base.repository).scheme == "http"
+    pem = spec.path.with_name("ca.pem")
+    pem.write_text("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    assert base_client(spec, recorded, ca_file=pem).ref(spec.base.repository).scheme == "https"
