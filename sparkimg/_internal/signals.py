@@ -21,6 +21,8 @@ from types import FrameType
 from typing import Any
 
 _received: list[int] = []  # the first signal, once one came
+_held: list[None] = []  # the main thread is inside ``held``: the first signal is raised at its end
+_deferred: list[int] = []  # that signal, until then
 
 
 class Interrupted(KeyboardInterrupt):
@@ -39,6 +41,9 @@ def _first(signum: int, frame: FrameType | None) -> None:
     _received.append(signum)
     for each in (signal.SIGINT, signal.SIGTERM):
         signal.signal(each, _second)
+    if _held:
+        _deferred.append(signum)
+        return
     raise Interrupted(signum)
 
 
@@ -54,6 +59,7 @@ def handled() -> Iterator[None]:
         yield
         return
     _received.clear()
+    _deferred.clear()
     before = {each: signal.getsignal(each) for each in (signal.SIGINT, signal.SIGTERM)}
     hook = sys.unraisablehook
     for each in before:
@@ -77,6 +83,23 @@ def _quiet(hook: Callable[[Any], object]) -> Callable[[Any], object]:
         return hook(unraisable)
 
     return quiet
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A few statements a stop must not split (a work folder made and remembered, so that the stop
+    removes it): a first signal that comes meanwhile is raised when the block ends. Only the main
+    thread, where handlers run, is held; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _held.append(None)
+    try:
+        yield
+    finally:
+        _held.pop()
+    if not _held and _deferred:
+        raise Interrupted(_deferred.pop())
 
 
 def received() -> int | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from sparkimg._internal import signals
 from sparkimg._internal.fs.atomic import flock, fsync_dir, naming, write_json_atomic
 from sparkimg._internal.fs.hashing import digest_file
 from sparkimg._internal.fs.identity import identity
@@ -228,11 +229,12 @@ class Store:
     def temp_dir(self, prefix: str) -> Path:
         """A work folder in ``tmp/``, leased (flocked) by this process until it exits, so that a
         later sweep removes it only once its owner is gone (a kill -9 leaves no stray folder)."""
-        folder = Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
+        with signals.held():  # a stop between the two would leave a folder remove_own_work does not know
+            folder = Path(tempfile.mkdtemp(dir=self.root / "tmp", prefix=prefix))
+            _OWN_WORK.append(folder)
         handle = open(folder / LEASE, "a")  # noqa: SIM115 (held open: the flock is the lease)
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         self._leases.append(handle)
-        _OWN_WORK.append(folder)
         return folder
 
     def discard(self, path: Path, what: str) -> None:

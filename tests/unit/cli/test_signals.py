@@ -49,3 +49,16 @@ def test_the_command_exits_with_the_signal_even_when_nothing_raised_it(monkeypat
     assert run(["doctor"]) == 143
     said = capsys.readouterr().err
     assert "stopped by SIGTERM" in said and "Traceback" not in said  # the dropped raise is not printed
+
+
+def test_a_signal_inside_held_is_raised_when_the_block_ends() -> None:
+    """``held``: a work folder is made and remembered with no stop between the two; the stop comes
+    right after, and a signal outside any held block is raised where it lands, as before."""
+    done: list[str] = []
+    with signals.handled():
+        with pytest.raises(signals.Interrupted), signals.held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # bytecodes a handler would run between
+                pass
+            done.append("the whole block")
+        assert done == ["the whole block"] and signals.received() == signal.SIGTERM
