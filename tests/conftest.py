@@ -6,15 +6,17 @@ engine fails them instead.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
+from sparkimg._internal.locations import DOWNLOAD_CACHE_ENV
 from tests.support import (
     ARM64_BASE,
     DEMO_BASE,
@@ -30,6 +32,21 @@ from tests.support import (
 _MANIFESTS = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
                         "application/vnd.docker.distribution.manifest.list.v2+json"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_downloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One download cache for the session (``store.downloads``): each test has a store of its own,
+    and the demo's CUDA toolkit wheels (100 MB) are downloaded once, not once per test. A test of
+    the download itself takes the variable away (``monkeypatch.delenv``)."""
+    folder = tmp_path_factory.mktemp("downloads")
+    before = os.environ.get(DOWNLOAD_CACHE_ENV)
+    os.environ[DOWNLOAD_CACHE_ENV] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop(DOWNLOAD_CACHE_ENV, None)
+    else:
+        os.environ[DOWNLOAD_CACHE_ENV] = before
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,16 @@ if TYPE_CHECKING:
 
 KEY_ENV = "SPARKIMG_KEY"
 CERTS_D_ENV = "SPARKIMG_DOCKER_CERTS_D"
+DOWNLOAD_CACHE_ENV = "SPARKIMG_DOWNLOAD_CACHE"
+
+
+def download_cache() -> Path | None:
+    """The folder of downloads every store on this machine shares (``store.downloads``):
+    ``$SPARKIMG_DOWNLOAD_CACHE``, else none (each store downloads for itself)."""
+    from pathlib import Path
+
+    value = os.environ.get(DOWNLOAD_CACHE_ENV)
+    return Path(value).expanduser().absolute() if value else None
 
 
 def signing_key_path(path: Path | None) -> Path | None:

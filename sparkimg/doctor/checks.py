@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,7 @@ def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
     except SparkimgError as exc:
         checks.append(_check("store", False, exc.message))
         return checks
+    checks.append(_downloads())
     from sparkimg.store.fsck import verify_store
 
     found = verify_store(store)  # every blob against its name: rot ships nowhere unnoticed
@@ -72,3 +74,20 @@ def diagnose(store_root: Path | None = None) -> list[dict[str, Any]]:
                          "name" if found.ok else f"{len(found.damaged)} damaged: {bad}; fix: `sparkimg store verify "
                          "--repair` (the next build fetches or rebuilds them)"))
     return checks
+
+
+def _downloads() -> dict[str, Any]:
+    """Where the downloads every store shares are (``store.downloads``), and how much they hold."""
+    from sparkimg._internal.locations import DOWNLOAD_CACHE_ENV, download_cache
+
+    folder = download_cache()
+    if folder is None:
+        return _check("downloads", True, f"each store downloads for itself (set {DOWNLOAD_CACHE_ENV}=DIR to share "
+                      "downloads between stores)", required=False)
+    if folder.exists() and not (folder.is_dir() and os.access(folder, os.W_OK)):
+        return _check("downloads", False, f"{DOWNLOAD_CACHE_ENV}={folder}: not a writable folder; downloads are "
+                      "not shared", required=False)
+    entries = [entry for entry in folder.iterdir() if not entry.name.startswith(".")] if folder.is_dir() else []
+    size = sum(entry.stat().st_size for entry in entries)
+    return _check("downloads", True, f"{folder}: {len(entries)} file(s), {format_size(size)}, shared by every store "
+                  "on this machine", required=False)

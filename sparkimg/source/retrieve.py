@@ -12,8 +12,9 @@ from urllib.parse import unquote, urlparse
 from sparkimg._internal.fs import tree as _tree
 from sparkimg._internal.units import mib
 from sparkimg.errors import FetchError, ResolveError
-from sparkimg.events import Event, Phase, Progress, Reporter, silent
+from sparkimg.events import Event, Kind, Phase, Progress, Reporter, silent
 from sparkimg.formats.lockfile import PathPin, PypiPin, SourcePin
+from sparkimg.store import downloads
 from sparkimg.store.content import CHUNK, Store
 
 if TYPE_CHECKING:
@@ -25,9 +26,15 @@ def fetch_source(spec: Spec, name: str, entry: SourcePin, store: Store, report: 
     if isinstance(entry, PypiPin):
         if store.has(entry.sha256):
             return entry.sha256
+        if downloads.admit(store, entry.sha256, f"sources.{name}"):
+            report(Event(Phase.FETCH, f"{entry.filename}: from the shared download cache"))
+            return entry.sha256
         report(Event(Phase.FETCH, f"download {entry.filename}" + (f" ({mib(entry.size)})" if entry.size else "")))
         chunks = _progress(_bounded(_download(entry.url), entry.size, entry.url), entry.filename, entry.size, report)
-        return store.put_stream(chunks, expected=entry.sha256, what=f"sources.{name}")
+        digest = store.put_stream(chunks, expected=entry.sha256, what=f"sources.{name}")
+        if (refused := downloads.keep(store, digest)) is not None:
+            report(Event(Phase.FETCH, refused, kind=Kind.WARNING))
+        return digest
     if isinstance(entry, PathPin):
         folder = spec.root / entry.path
         described = _tree.describe(folder)

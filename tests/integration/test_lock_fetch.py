@@ -147,8 +147,9 @@ def evil_server() -> Iterator[str]:
 
 def test_fetch_rejects_content_that_does_not_match_the_lock(
     project: Project, store: Store, engine: Engine, demo_base: str, evil_server: str,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("SPARKIMG_DOWNLOAD_CACHE")  # the download itself is what is tested
     text = spec_text(demo_base, WHEEL).replace(
         "  kernel:\n    path: kernel\n",
         "  kernel:\n    path: kernel\n  six:\n    pypi: six\n    version: \"1.16.0\"\n")
