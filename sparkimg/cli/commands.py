@@ -302,7 +302,7 @@ def cmd_run_args(args: argparse.Namespace) -> int:
 
 def _prewarm_request(args: argparse.Namespace) -> api.PrewarmRequest:
     return api.PrewarmRequest(args.cache, args.spec, args.image, args.receipt, args.runner, args.python,
-                              args.image_id, _overrides(args))
+                              args.image_id, _overrides(args), args.store)
 
 
 def cmd_prewarm(args: argparse.Namespace) -> int:

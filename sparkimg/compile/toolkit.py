@@ -7,11 +7,12 @@ building for arm64, compile with the same toolkit bytes. Each wheel holds its pa
 toolkit tree under ``nvidia/cuNN/`` (bin, include, lib, nvvm); the members under that prefix are
 unpacked into ``toolkits/IDENTITY`` with their exec bits (a zip keeps them in the external
 attributes, which a plain unzip drops), plus ``lib64 -> lib``, the folder nvcc's profile links
-from. ``IDENTITY`` is the sha256 of the layout version and every wheel's sha256
-(``formats.toolkit``), so the whole tree, not only nvcc's binary, is in every compile key (the
-lock's toolchain pin names it); the folder is written under a temp name and renamed, so a kill -9
-or a second build never sees half a tree.
-It is mounted read-only at ``MOUNT`` in compile containers. gc keeps a tree a live lock names.
+from, and the development links (``libcudart.so -> libcudart.so.13``) an installer makes.
+``IDENTITY`` is the sha256 of the layout version and every wheel's sha256 (``formats.toolkit``),
+so the whole tree, not only nvcc's binary, is in every compile key (the lock's toolchain pin
+names it); the folder is written under a temp name and renamed, so a kill -9 or a second build
+never sees half a tree. It is mounted read-only at ``MOUNT`` in compile containers and prewarm
+containers. gc keeps a tree a live lock names.
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ PREFIX = re.compile(r"^nvidia/cu\d+/")
 def path(store: Store, pin: ToolchainPin) -> Path:
     """Where the tree of ``pin`` is (or will be) in ``store``."""
     assert pin.toolkit is not None
-    return store.root / FOLDER / pin.toolkit
+    return at(store.root, pin.toolkit)
+
+
+def at(store_root: Path, identity: str) -> Path:
+    """Where the toolkit ``identity`` (``formats.toolkit.identity``) is in the store at ``store_root``."""
+    return store_root / FOLDER / identity
 
 
 def tree(store: Store, pin: ToolchainPin) -> Path:
@@ -57,8 +63,10 @@ def tree(store: Store, pin: ToolchainPin) -> Path:
         if not (staged / "bin" / "nvcc").is_file():
             raise BuildError("toolchain.wheels: no bin/nvcc in the toolkit's wheels",
                              hint="list the source of nvidia-cuda-nvcc in toolchain.wheels")
-        if (staged / "lib").is_dir() and not (staged / "lib64").exists():
-            (staged / "lib64").symlink_to("lib")
+        if (staged / "lib").is_dir():
+            _development_links(staged / "lib")
+            if not (staged / "lib64").exists():
+                (staged / "lib64").symlink_to("lib")
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(staged, target)
@@ -68,6 +76,19 @@ def tree(store: Store, pin: ToolchainPin) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+SONAME = re.compile(r"^(lib[\w+-]+)\.so\.\d+$")
+
+
+def _development_links(lib: Path) -> None:
+    """``libcudart.so -> libcudart.so.13`` for each library the wheels ship by its soname only: what
+    a toolkit installer links, so that ``-lcudart`` (FlashInfer's JIT link, CMake's
+    FindCUDAToolkit) finds it; the wheels leave it to pip, which makes none."""
+    for library in sorted(lib.iterdir()):
+        found = SONAME.match(library.name)
+        if found is not None and not (link := lib / f"{found.group(1)}.so").exists():
+            link.symlink_to(library.name)
 
 
 def _unpack(wheel: Path, into: Path, name: str) -> set[str]:

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 
 from sparkimg.formats.canonical import digest_of, hex_of
 
-LAYOUT = "sparkimg-cuda-wheels/1"  # how wheels become a tree: in the identity, so a change moves every key
+LAYOUT = "sparkimg-cuda-wheels/2"  # how wheels become a tree: in the identity, so a change moves every key
+# (2: the development links, libcudart.so -> libcudart.so.13)
 FOLDER = "toolkits"  # in the store: toolkits/IDENTITY, made by ``compile.toolkit``, kept or removed by gc
 
 

@@ -203,7 +203,7 @@ def labels(plan: Plan) -> dict[str, str]:
     })
     for layer in plan.layers[:-1]:
         out[f"dev.sparkimg.layer.{layer.name}.key"] = layer.key
-    if (kernels := kernel_label.of_spec(spec)) is not None:
+    if (kernels := kernel_label.of_spec(spec, lock.toolchain.toolkit)) is not None:
         out[kernel_label.LABEL] = kernels.to_label()
     return out
 

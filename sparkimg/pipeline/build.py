@@ -130,7 +130,7 @@ def _under_lease(spec: Spec, lock: Lock, keyed: tuple[Keyed, ...], store: Store,
             checked = check_built(result, store, engine, overrides, tell, recheck=options.recheck)
     if options.prewarm is not None:
         with steps.timed("prewarm"):
-            warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell)
+            warmed = prewarm_built(spec, result, engine, options.prewarm, overrides, key, tell, store.root)
     receipt_file = options.receipt or default_path(result)
     signals.check()  # a stop asked for, whose raise a finalizer swallowed, never gets a signed receipt
     try:

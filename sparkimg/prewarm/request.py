@@ -4,6 +4,7 @@ listing, compiling and verifying a cache."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class PrewarmRequest:
     python: str | None = None
     image_id: str | None = None
     overrides: Overrides | None = None
+    store: Path | None = None  # where a ``cuda: wheels`` toolkit is unpacked (the default store when None)
 
 
 @dataclass(frozen=True)
@@ -54,18 +56,22 @@ def cache_of(request: PrewarmRequest) -> Path:
     return request.cache
 
 
-def setup(request: PrewarmRequest) -> Setup:
+def setup(request: PrewarmRequest, report: Reporter = silent) -> Setup:
     """The target (its kernel set and image), the budget, and the engine when it runs in an image."""
     if request.runner != "host" and (request.image_id or request.python):
         raise UsageError("--image-id and --python go with --runner host",
                          hint="inside an image, sparkimg records the image's own ID and uses its own Python")
+    if request.python and shutil.which(request.python) is None and not Path(request.python).is_file():
+        raise UsageError(f"--python {request.python}: no such interpreter",
+                         hint="pass the interpreter of the environment that serves (with flashinfer-python)")
     engine: Engine | None = None
-    if request.spec is not None and request.runner == "host":
-        target = targets.on_host(targets.target_of_spec(load_spec(request.spec)), request.image_id)
+    spec = load_spec(request.spec) if request.spec is not None else None
+    if spec is not None and request.runner == "host":
+        target = targets.on_host(targets.target_of_spec(spec), request.image_id)
     else:
         engine = connect()
-        if request.spec is not None:
-            target = targets.for_built_spec(load_spec(request.spec), engine)
+        if spec is not None:
+            target = targets.for_built_spec(spec, engine)
         elif request.receipt is not None:
             target = targets.for_receipt(request.receipt, engine)
         elif request.image is not None:
@@ -74,24 +80,26 @@ def setup(request: PrewarmRequest) -> Setup:
             raise UsageError("name the image: --spec, --image or --receipt")
         if request.runner == "host":
             target = targets.on_host(target, request.image_id)
+    if spec is not None:
+        targets.unpack_toolkit(spec, request.store, report)
     budget = derive(target.kernels.bounds, request.overrides or Overrides(), layer="prewarm")
     return Setup(target, budget, engine)
 
 
 def listed(request: PrewarmRequest, report: Reporter = silent) -> tuple[Target, Events]:
     """Resolve the kernel set where it will run; compile nothing."""
-    found = setup(request)
+    found = setup(request, report)
     runner = runner_for(request.runner, found.target, engine=found.engine, budget=found.budget,
-                        python=request.python)
+                        python=request.python, store=request.store)
     return found.target, list_modules(found.target, runner, report)
 
 
 def warmed(request: PrewarmRequest, key: Path | None = None, report: Reporter = silent) -> Result:
     """Compile the kernel set into ``request.cache`` and write its (signed) manifest."""
     cache = cache_of(request)
-    found = setup(request)
+    found = setup(request, report)
     runner = runner_for(request.runner, found.target, engine=found.engine, budget=found.budget,
-                        python=request.python)
+                        python=request.python, store=request.store)
     signer = signing_key(key)
     target, budget = found.target, found.budget
     where = target.image_ref or f"this Python ({request.python or sys.executable})"

@@ -79,9 +79,6 @@ class HostRunner:
 
     def run(self, action: str, job: Mapping[str, Any], cache: Path | None, env: Mapping[str, str],
             on_line: LineFn) -> int:
-        if shutil.which(self.python) is None and not Path(self.python).is_file():
-            raise UsageError(f"--python {self.python}: no such interpreter",
-                             hint="pass the interpreter of the environment that serves (with flashinfer-python)")
         folder = _job_folder(job)
         scratch = Path(tempfile.mkdtemp(prefix="sparkimg-list-")) if cache is None else None
         try:
@@ -144,15 +141,42 @@ class ImageRunner:
 
 
 def runner_for(kind: str, target: Target, *, engine: Engine | None, budget: Budget,
-               python: str | None = None) -> Runner:
-    """The runner ``--runner KIND`` names: the target's image through ``engine``, or ``python``."""
-    if kind == "host":
-        return HostRunner(python or sys.executable, target.toolchain.get("path"))
+               python: str | None = None, store: Path | None = None) -> Runner:
+    """The runner ``--runner KIND`` names: the target's image through ``engine``, or ``python``;
+    ``store``: where a ``cuda: wheels`` toolkit is (the default store when None)."""
+    toolchain = toolkit_mount(target, store)
+    if kind == "host":  # a host toolkit by the spec's own path; the wheels' tree where the store has it
+        wheels = toolchain is not None and target.toolchain.get("cuda") == "wheels"
+        return HostRunner(python or sys.executable, str(toolchain.source) if wheels and toolchain
+                          else target.toolchain.get("path"))
     if engine is None or target.image_id is None:
         raise UsageError("the image runner needs an image in the engine", hint="pass --spec, --image or --receipt")
-    path = target.toolchain.get("path") if target.toolchain.get("cuda") == "host" else None
-    toolchain = Mount(Path(path).resolve(), path) if path else None
     return ImageRunner(engine, target.image_id, budget, toolchain, gpus=has_gpu())
+
+
+def toolkit_mount(target: Target, store: Path | None) -> Mount | None:
+    """The CUDA toolkit FlashInfer compiles with, mounted read-only where the image's compile
+    layers saw it: a host toolkit at its own path, or the toolkit wheels' tree the store unpacked
+    for the spec's lock (``compile.toolkit``, at ``toolkit.MOUNT``); None when the image has nvcc."""
+    from sparkimg.compile import toolkit
+    from sparkimg.store.content import default_root
+
+    toolchain = target.toolchain
+    if toolchain.get("cuda") == "host" and (path := toolchain.get("path")):
+        return Mount(Path(path).resolve(), path)
+    if toolchain.get("cuda") != "wheels":
+        return None
+    identity, root = toolchain.get("toolkit"), (store or default_root()).expanduser().absolute()
+    where = target.image_ref or "the spec"
+    if not identity:
+        raise UsageError(f"{where}: its toolchain is NVIDIA's toolkit wheels, but it does not say which (an image "
+                         "built before sparkimg recorded it)", hint="prewarm with --spec SPEC, or build it again")
+    tree = toolkit.at(root, identity)
+    if not (tree / "bin" / "nvcc").is_file():
+        raise UsageError(f"{where}: its CUDA toolkit ({identity[:16]}, from the lock's toolkit wheels) is not in the "
+                         f"store {root}", hint="build the image's spec with this store first (`sparkimg build SPEC`), "
+                         "or pass --store with the store that built it")
+    return Mount(tree, toolkit.MOUNT)
 
 
 def has_gpu() -> bool:

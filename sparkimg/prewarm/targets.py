@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkimg.errors import UsageError
+from sparkimg.events import Reporter, silent
 from sparkimg.formats.statement import parse_statement
 from sparkimg.image.build import built_image
 from sparkimg.lock import resolve as lock_mod
 from sparkimg.plan import keys as plan
 from sparkimg.signing import dsse
 from sparkimg.spec import Arch, KernelSet, Spec
-from sparkimg.spec.kernel_label import LABEL, KernelLabel
+from sparkimg.spec.kernel_label import LABEL, KernelLabel, toolchain_json
 
 if TYPE_CHECKING:
     from sparkimg.engine.protocol import Engine
@@ -46,7 +47,8 @@ def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | 
     if spec.prewarm is None:
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
                          hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
-    return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, spec.toolchain.to_json())
+    toolkit = lock_mod.load_checked(spec).toolchain.toolkit if spec.toolchain.cuda == "wheels" else None
+    return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, toolchain_json(spec, toolkit))
 
 
 def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Target:
@@ -91,3 +93,17 @@ def on_host(target: Target, image_id: str | None) -> Target:
     """A target compiled in a host Python: it names an image only when the caller says which."""
     return replace(target, image_id=image_id, image_ref=target.image_ref if image_id else None)
 
+
+def unpack_toolkit(spec: Spec, store: Path | None, report: Reporter = silent) -> None:
+    """A ``cuda: wheels`` spec's toolkit, unpacked in the store (its wheels fetched first when the
+    store lacks them): what prewarm mounts, even where nothing of the image was built yet."""
+    if spec.toolchain.cuda != "wheels":
+        return
+    from sparkimg.compile import toolkit
+    from sparkimg.source.retrieve import fetch_source
+    from sparkimg.store.content import Store
+
+    lock, opened = lock_mod.load_checked(spec), Store(store)
+    for name in spec.toolchain.wheels:
+        fetch_source(spec, name, lock.sources[name], opened, report)
+    toolkit.tree(opened, lock.toolchain)

@@ -200,15 +200,16 @@ def _raise_for(code: int, events: Events, what: str) -> None:
 
 
 def prewarm_built(spec: Spec, result: BuildResult, engine: Engine, cache: Path, overrides: Overrides,
-                  key: PrivateKey | None, report: Reporter) -> tuple[Result, Descriptor]:
+                  key: PrivateKey | None, report: Reporter, store: Path | None = None) -> tuple[Result, Descriptor]:
     """``build --prewarm``: the spec's kernel set compiled inside the image just built; the result
     and its entry for the receipt."""
     from sparkimg.compile.bounds import derive
     from sparkimg.prewarm.runner import runner_for
-    from sparkimg.prewarm.targets import target_of_spec
+    from sparkimg.prewarm.targets import target_of_spec, unpack_toolkit
 
+    unpack_toolkit(spec, store, report)
     target = target_of_spec(spec, image_ref=result.image_ref, image_id=result.image_id)
     budget = derive(target.kernels.bounds, overrides, layer="prewarm")
-    runner = runner_for("image", target, engine=engine, budget=budget)
+    runner = runner_for("image", target, engine=engine, budget=budget, store=store)
     warmed = prewarm(target, runner, cache, budget, key, report)
     return warmed, receipt_entry(warmed)

@@ -47,8 +47,17 @@ class KernelLabel:
         return cls(kernels, archs, toolchain)
 
 
-def of_spec(spec: Spec) -> KernelLabel | None:
-    """The label a spec's image carries; None when the spec names no kernel set."""
+def of_spec(spec: Spec, toolkit: str | None = None) -> KernelLabel | None:
+    """The label a spec's image carries; None when the spec names no kernel set. ``toolkit``: the
+    identity of the locked toolkit wheels (``cuda: wheels``), which a node's prewarm mounts."""
     if spec.prewarm is None:
         return None
-    return KernelLabel(spec.prewarm, spec.cuda_architectures, spec.toolchain.to_json())
+    return KernelLabel(spec.prewarm, spec.cuda_architectures, toolchain_json(spec, toolkit))
+
+
+def toolchain_json(spec: Spec, toolkit: str | None) -> dict[str, str | None]:
+    """The spec's toolchain as the label and prewarm carry it, with the toolkit wheels' identity."""
+    found = spec.toolchain.to_json()
+    if spec.toolchain.cuda == "wheels" and toolkit:
+        found["toolkit"] = toolkit
+    return found

@@ -52,9 +52,10 @@ def test_the_wheels_become_one_tree_with_their_exec_bits(tmp_path: Path) -> None
     tree = toolkit.tree(store, pin)
     assert tree == store.root / "toolkits" / str(pin.toolkit)
     assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_symlink() or not p.is_dir()) == [
-        "bin/nvcc", "bin/nvcc.profile", "include/cuda_runtime.h", "lib/libcudart.so.13", "lib64"]
+        "bin/nvcc", "bin/nvcc.profile", "include/cuda_runtime.h", "lib/libcudart.so", "lib/libcudart.so.13", "lib64"]
     assert os.access(tree / "bin" / "nvcc", os.X_OK) and not os.access(tree / "bin" / "nvcc.profile", os.X_OK)
     assert os.readlink(tree / "lib64") == "lib"  # where nvcc's profile links from
+    assert os.readlink(tree / "lib" / "libcudart.so") == "libcudart.so.13"  # what -lcudart finds
     (tree / "bin" / "marker").write_text("kept")
     assert toolkit.tree(store, pin) == tree and (tree / "bin" / "marker").exists()  # made once
     assert not list((store.root / "tmp").glob("toolkit.*"))
