@@ -57,6 +57,8 @@ def tree(store: Store, pin: ToolchainPin) -> Path:
         prefixes: set[str] = set()
         for name, sha256 in pin.wheels:
             prefixes |= _unpack(store.blob(sha256), staged, name)
+        for name, sha256 in pin.headers:  # their include/ only: cuBLAS's libraries are 600 MB
+            prefixes |= _unpack(store.blob(sha256), staged, name, only="include")
         if len(prefixes) > 1:
             raise BuildError(f"toolchain.wheels: the wheels hold toolkits of several CUDA majors "
                              f"({', '.join(sorted(prefixes))})", hint="pin every toolkit wheel of one CUDA release")
@@ -91,8 +93,9 @@ def _development_links(lib: Path) -> None:
             link.symlink_to(library.name)
 
 
-def _unpack(wheel: Path, into: Path, name: str) -> set[str]:
-    """The wheel's members under ``nvidia/cuNN/`` into ``into``, exec bits kept; the prefixes seen."""
+def _unpack(wheel: Path, into: Path, name: str, *, only: str | None = None) -> set[str]:
+    """The wheel's members under ``nvidia/cuNN/`` (``only``: under ``nvidia/cuNN/ONLY/``) into
+    ``into``, exec bits kept; the prefixes seen."""
     seen: set[str] = set()
     try:
         with zipfile.ZipFile(wheel) as archive:
@@ -101,6 +104,8 @@ def _unpack(wheel: Path, into: Path, name: str) -> set[str]:
                 if found is None or info.is_dir():
                     continue
                 relative = PurePosixPath(info.filename[found.end():])
+                if only is not None and relative.parts[:1] != (only,):
+                    continue
                 if not relative.parts or relative.is_absolute() or ".." in relative.parts:
                     raise BuildError(f"toolchain.wheels: {name}: member {info.filename!r} leaves the toolkit's folder",
                                      hint="pin NVIDIA's own wheel")

@@ -309,13 +309,18 @@ class ToolchainPin:
     nvcc_sha256: str | None = None
     wheels: tuple[tuple[str, str], ...] = ()  # (source, sha256), in the spec's order
     toolkit: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # (source, sha256) of wheels whose include/ alone is unpacked
 
     def to_json(self) -> dict[str, Any]:
         if self.cuda == "base":
             return {"cuda": "base"}
         if self.cuda == "wheels":
-            return {"cuda": "wheels", "toolkit": self.toolkit, "nvcc_version": self.nvcc_version,
-                    "wheels": [{"source": name, "sha256": sha256} for name, sha256 in self.wheels]}
+            found: dict[str, Any] = {
+                "cuda": "wheels", "toolkit": self.toolkit, "nvcc_version": self.nvcc_version,
+                "wheels": [{"source": name, "sha256": sha256} for name, sha256 in self.wheels]}
+            if self.headers:  # absent otherwise: locks without headers keep their bytes
+                found["headers"] = [{"source": name, "sha256": sha256} for name, sha256 in self.headers]
+            return found
         return {"cuda": "host", "path": self.path, "resolved": self.resolved, "nvcc_version": self.nvcc_version,
                 "nvcc_build": self.nvcc_build, "nvcc_sha256": self.nvcc_sha256}
 
@@ -325,12 +330,13 @@ class ToolchainPin:
         if cuda == "base":
             return cls("base")
         if cuda == "wheels":
-            wheels = []
-            for index, item in enumerate(r.items("wheels")):
-                wheel = _Reader(item, r.where, f"{r.path}.wheels[{index}]")
-                wheels.append((wheel.text("source"), wheel.hex("sha256", 64)))
-            return cls("wheels", nvcc_version=r.text("nvcc_version"), wheels=tuple(wheels),
-                       toolkit=r.hex("toolkit", 64))
+            parts: dict[str, list[tuple[str, str]]] = {"wheels": [], "headers": []}
+            for key, found in parts.items():
+                for index, item in enumerate(r.items(key) if key == "wheels" or key in r.data else []):
+                    wheel = _Reader(item, r.where, f"{r.path}.{key}[{index}]")
+                    found.append((wheel.text("source"), wheel.hex("sha256", 64)))
+            return cls("wheels", nvcc_version=r.text("nvcc_version"), wheels=tuple(parts["wheels"]),
+                       toolkit=r.hex("toolkit", 64), headers=tuple(parts["headers"]))
         if cuda != "host":
             raise r._fail("cuda", "'base', 'host' or 'wheels'")
         return cls("host", r.absolute("path"), r.absolute("resolved"), r.text("nvcc_version"), r.text("nvcc_build"),

@@ -15,9 +15,13 @@ LAYOUT = "sparkimg-cuda-wheels/2"  # how wheels become a tree: in the identity, 
 FOLDER = "toolkits"  # in the store: toolkits/IDENTITY, made by ``compile.toolkit``, kept or removed by gc
 
 
-def identity(sha256s: Iterable[str]) -> str:
-    """The toolkit tree's name: sha256 (hex) of the layout and the wheels' sha256s, in any order."""
-    return hex_of(digest_of({"layout": LAYOUT, "wheels": sorted(sha256s)}))
+def identity(sha256s: Iterable[str], headers: Iterable[str] = ()) -> str:
+    """The toolkit tree's name: sha256 (hex) of the layout, the wheels' sha256s and those of the
+    wheels only the headers of which are in the tree, each in any order."""
+    parts: dict[str, object] = {"layout": LAYOUT, "wheels": sorted(sha256s)}
+    if only_headers := sorted(headers):  # absent without: a tree of whole wheels keeps its name
+        parts["headers"] = only_headers
+    return hex_of(digest_of(parts))
 
 
 def release(version: str) -> str:

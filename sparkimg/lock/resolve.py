@@ -474,13 +474,17 @@ def _toolkit_wheels(spec: Spec, sources: Mapping[str, SourcePin]) -> ToolchainPi
     pins = [sources.get(name) for name in spec.toolchain.wheels]
     wheels = tuple((name, pin.sha256) for name, pin in zip(spec.toolchain.wheels, pins, strict=True)
                    if isinstance(pin, PypiPin))
+    headers = tuple((name, pin.sha256) for name in spec.toolchain.headers
+                    if isinstance(pin := sources.get(name), PypiPin))
     nvcc = next((pin for pin in pins if isinstance(pin, PypiPin) and canonical_name(pin.package) == TOOLKIT_NVCC),
                 None)
-    if len(wheels) != len(pins) or nvcc is None:  # the spec checks both; a lock that disagrees is stale
+    if len(wheels) != len(pins) or len(headers) != len(spec.toolchain.headers) or nvcc is None:
+        # the spec checks all three; a lock that disagrees is stale
         raise LockError(f"{spec.path.name}: toolchain.wheels: the lock does not pin every toolkit wheel",
                         hint=f"run `sparkimg lock {_rel(spec.path)}`")
     return ToolchainPin("wheels", nvcc_version=toolkit_release(nvcc.version), wheels=wheels,
-                        toolkit=toolkit_identity(sha256 for _, sha256 in wheels))
+                        toolkit=toolkit_identity((sha256 for _, sha256 in wheels), (sha256 for _, sha256 in headers)),
+                        headers=headers)
 
 
 def check_toolkit(spec: Spec, platform: str | None = None) -> Path | None:

@@ -104,6 +104,6 @@ def unpack_toolkit(spec: Spec, store: Path | None, report: Reporter = silent) ->
     from sparkimg.store.content import Store
 
     lock, opened = lock_mod.load_checked(spec), Store(store)
-    for name in spec.toolchain.wheels:
+    for name in (*spec.toolchain.wheels, *spec.toolchain.headers):
         fetch_source(spec, name, lock.sources[name], opened, report)
     toolkit.tree(opened, lock.toolchain)

@@ -126,12 +126,16 @@ class Toolchain:
     cuda: Literal["base", "host", "wheels"]
     path: str | None
     wheels: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()  # wheels of which only ``include/`` goes into the toolkit (cuBLAS, cuRAND)
 
     def to_json(self) -> dict[str, Any]:
-        """As the prewarm label carries it (``wheels`` only where there are some: older labels stay)."""
+        """As the prewarm label carries it (``wheels``, ``headers`` only where there are some: older
+        labels stay)."""
         found: dict[str, Any] = {"cuda": self.cuda, "path": self.path}
         if self.wheels:
             found["wheels"] = list(self.wheels)
+        if self.headers:
+            found["headers"] = list(self.headers)
         return found
 
 

@@ -68,7 +68,7 @@ TOP_KEYS = (
     "toolchain", "sources", "layers", "patches", "env", "labels", "prewarm", "run",
 )
 BASE_KEYS = ("image", "digest")
-TOOLCHAIN_KEYS = ("cuda", "path", "wheels")
+TOOLCHAIN_KEYS = ("cuda", "path", "wheels", "headers")
 GIT_KEYS = ("git", "ref", "commit")
 PYPI_KEYS = ("pypi", "version", "dist", "sha256", "filename")
 PATH_KEYS = ("path",)
@@ -269,9 +269,10 @@ def _toolchain(data: dict[str, Any], c: Checker, sources: dict[str, Source]) -> 
         return None
     if cuda == "wheels":
         return _toolkit_wheels(value, c, sources)
-    if "wheels" in value:
-        c.problem(("toolchain", "wheels"), "only applies to cuda: wheels; remove it or set cuda: wheels")
-        return None
+    for key in ("wheels", "headers"):
+        if key in value:
+            c.problem(("toolchain", key), "only applies to cuda: wheels; remove it or set cuda: wheels")
+            return None
     path = c.string(value, "path", ("toolchain",), required=cuda == "host",
                     hint="name the host toolkit, e.g. path: /usr/local/cuda")
     if path is not None:
@@ -299,6 +300,25 @@ def _toolkit_wheels(value: dict[str, Any], c: Checker, sources: dict[str, Source
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         c.problem(path, f"must list the spec's sources that hold the toolkit, e.g. {example}")
         return None
+    headers = value.get("headers", [])
+    if not isinstance(headers, list) or not all(isinstance(n, str) for n in headers):
+        c.problem(("toolchain", "headers"), "must list the spec's sources whose include/ folders join the "
+                  "toolkit, e.g. [cublas] with sources.cublas: {pypi: nvidia-cublas, version: 13.0.0.19}")
+        return None
+    ok = _wheel_sources(names, path, c, sources, example)
+    ok = _wheel_sources(headers, ("toolchain", "headers"), c, sources, example) and ok
+    if len(set(names) | set(headers)) != len(names) + len(headers):
+        c.problem(path, "names a source twice (in wheels or headers); list each once")
+        ok = False
+    packages = {canonical_name(s.package) for n in names if isinstance(s := sources.get(n), PypiSource)}
+    if ok and TOOLKIT_NVCC not in packages:
+        c.problem(path, f"holds no {TOOLKIT_NVCC}: nvcc must be one of the toolkit's wheels")
+        ok = False
+    return Toolchain("wheels", None, tuple(names), tuple(headers)) if ok else None
+
+
+def _wheel_sources(names: list[str], path: KeyPath, c: Checker, sources: dict[str, Source], example: str) -> bool:
+    """Each of ``names`` is a pypi wheel source of the spec (a toolkit part)."""
     ok = True
     for index, name in enumerate(names):
         source = sources.get(name)
@@ -307,14 +327,7 @@ def _toolkit_wheels(value: dict[str, Any], c: Checker, sources: dict[str, Source
                 f"a {source.kind} source" if not isinstance(source, PypiSource) else "an sdist")
             c.problem((*path, index), f"'{name}' is {what}; the toolkit is pinned pypi wheels, e.g. {example}")
             ok = False
-    if len(set(names)) != len(names):
-        c.problem(path, "names a source twice; list each once")
-        ok = False
-    packages = {canonical_name(s.package) for n in names if isinstance(s := sources.get(n), PypiSource)}
-    if ok and TOOLKIT_NVCC not in packages:
-        c.problem(path, f"holds no {TOOLKIT_NVCC}: nvcc must be one of the toolkit's wheels")
-        ok = False
-    return Toolchain("wheels", None, tuple(names)) if ok else None
+    return ok
 
 
 def _sources(data: dict[str, Any], c: Checker, root: Path | None, disk: Disk) -> dict[str, Source]:

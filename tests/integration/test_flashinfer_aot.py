@@ -88,11 +88,19 @@ def built(tmp_path_factory: pytest.TempPathFactory, engine: Engine, demo_base: s
     return build(SPEC, tmp_path_factory.mktemp("fi-aot"), "--check")
 
 
-def load_in_image(engine: Engine, image: str) -> dict[str, Any]:
-    """Run LOAD in the image: no network, JIT disabled, the host toolkit's cudart, the base's stub libcuda."""
+def toolkit(built: BuiltSpec) -> Path:
+    """The toolkit the spec compiled with: its lock's toolkit wheels, unpacked in the build's store."""
+    identity = json.loads(built.spec.with_name(built.spec.name + ".lock.json").read_text())["toolchain"]["toolkit"]
+    return built.store / "toolkits" / str(identity)
+
+
+def load_in_image(engine: Engine, built: BuiltSpec) -> dict[str, Any]:
+    """Run LOAD in the image: no network, JIT disabled, the spec's toolkit's cudart, the base's stub libcuda."""
+    image = built.result["image"]["reference"]
     command = ("mkdir -p /tmp/stub && ln -sf /opt/cuda-stubs/libcuda.so /tmp/stub/libcuda.so.1 && "
                'LD_LIBRARY_PATH=/usr/local/cuda/lib64:/tmp/stub exec python3 -c "$0"')
-    run = subprocess.run([engine.client, "run", "--rm", "--network", "none", "-v", "/usr/local/cuda:/usr/local/cuda:ro",
+    run = subprocess.run([engine.client, "run", "--rm", "--network", "none",
+                          "-v", f"{toolkit(built)}:/usr/local/cuda:ro",
                           "-e", "FLASHINFER_DISABLE_JIT=1", "-e", "FLASHINFER_CUDA_ARCH_LIST=12.1a",
                           "-e", "FLASHINFER_WORKSPACE_BASE=/tmp/fi", image, "sh", "-c", command, LOAD],
                          capture_output=True, text=True, check=False, timeout=300)
@@ -119,7 +127,7 @@ def test_every_library_holds_sm_121_and_a_rebuild_gives_the_same_wheel(built: Bu
 
 
 def test_flashinfer_loads_every_module_from_the_wheel_with_jit_disabled(built: BuiltSpec, engine: Engine) -> None:
-    result = load_in_image(engine, built.result["image"]["reference"])
+    result = load_in_image(engine, built)
     assert result["providers"] == ["sparkimg-sm121a"]
     assert sorted(result["modules"]) == ["gelu_tanh_and_mul", "page", "silu_and_mul"]
     for name, module in result["modules"].items():
@@ -162,5 +170,5 @@ if os.environ.get("SPARKIMG_AOT_EXTENDED") == "1":
         audit = json.loads((extended.store / "records" / "audits" / f"{compile_layer['key']}.json").read_text())
         assert sorted(r["file"].rsplit("/", 1)[1] for r in audit["reports"] if r["sm"] == [121]) == \
             [f"{n}.so" for n in names]
-        result = load_in_image(engine, extended.result["image"]["reference"])
+        result = load_in_image(engine, extended)
         assert sorted(n for n, m in result["modules"].items() if m["aot"] and m["loaded"] == "Module") == names

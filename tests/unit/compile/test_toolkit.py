@@ -82,6 +82,24 @@ def test_a_toolkit_that_is_not_one_is_refused_and_nothing_is_left(tmp_path: Path
     assert not list((store.root / "tmp").glob("toolkit.*"))
 
 
+CUBLAS = {"nvidia/cu13/include/cublasLt.h": (b"// cublasLt", 0o644),
+          "nvidia/cu13/lib/libcublasLt.so.13": (b"\x7fELF 500 MB of it", 0o755)}
+
+
+def test_a_header_wheel_gives_the_tree_its_include_folder_alone(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    pin = _pin(store, {"cuda-nvcc": NVCC, "cuda-runtime": RUNTIME})
+    cublas = store.put_bytes(_wheel(CUBLAS), what="cublas")
+    headed = ToolchainPin("wheels", nvcc_version=pin.nvcc_version, wheels=pin.wheels, headers=(("cublas", cublas),),
+                          toolkit=identity((sha256 for _, sha256 in pin.wheels), [cublas]))
+    tree = toolkit.tree(store, headed)
+    assert (tree / "include" / "cublasLt.h").read_bytes() == b"// cublasLt"
+    assert not (tree / "lib" / "libcublasLt.so.13").exists() and not (tree / "lib" / "libcublasLt.so").exists()
+    # Another tree than the same wheels whole, or without the headers.
+    assert headed.toolkit != identity(s for _, s in (*pin.wheels, ("cublas", cublas))) != pin.toolkit
+    assert headed.toolkit != pin.toolkit
+
+
 def test_a_wheels_toolchain_round_trips_through_the_lock() -> None:
     data = lock_json()
     data["toolchain"] = {"cuda": "wheels", "toolkit": "1" * 64, "nvcc_version": "13.0, V13.0.88",
@@ -89,7 +107,11 @@ def test_a_wheels_toolchain_round_trips_through_the_lock() -> None:
     found = LockFile.from_json(json.loads(json.dumps(data)), "x")
     assert found.toolchain == ToolchainPin("wheels", nvcc_version="13.0, V13.0.88",
                                            wheels=(("cuda-nvcc", "2" * 64),), toolkit="1" * 64)
-    assert found.to_json()["toolchain"] == data["toolchain"]
+    assert found.to_json()["toolchain"] == data["toolchain"]  # no "headers" key: older locks keep their bytes
+    data["toolchain"]["headers"] = [{"source": "cublas", "sha256": "3" * 64}]
+    headed = LockFile.from_json(json.loads(json.dumps(data)), "x")
+    assert headed.toolchain.headers == (("cublas", "3" * 64),)
+    assert headed.to_json()["toolchain"] == data["toolchain"]
 
 
 def test_gc_keeps_the_tree_a_lock_names_and_removes_the_others(tmp_path: Path) -> None:

@@ -332,8 +332,9 @@ def test_the_extended_spec_adds_norm_and_sampling_with_header_wheels() -> None:
 
     data = yaml.safe_load((REPO / "layers" / "flashinfer-aot-extended.yaml").read_text())
     layer = data["layers"][0]
-    assert layer["inputs"] == ["flashinfer-aot-build", "nvidia-cublas", "nvidia-curand"]
-    assert "--headers /inputs/nvidia-cublas --headers /inputs/nvidia-curand" in layer["command"]
+    # The header wheels join the toolkit (their include/ only), not the layer's inputs.
+    assert data["toolchain"]["headers"] == ["nvidia-cublas", "nvidia-curand"]
+    assert layer["inputs"] == ["flashinfer-aot-build"] and "--headers" not in layer["command"]
     modules = json.loads(layer["env"]["SPARKIMG_AOT_MODULES"])
     assert {"norm": None} in modules and {"sampling": None} in modules
     default = yaml.safe_load((REPO / "layers" / "flashinfer-aot.yaml").read_text())
