@@ -11,7 +11,9 @@ input, nvcc is ``$CUDA_HOME``. Steps:
    libraries of torch's nvidia-* wheels a minimal toolkit lacks (cuBLAS, NVRTC, ...) and a
    stub ``libcuda.so`` (soname ``libcuda.so.1``) to link against;
 2. vLLM's own CMake configure (its flags, its architecture selection) in fixed folders, so
-   nothing random reaches the objects;
+   nothing random reaches the objects; with a compiler cache, a folder configured before with the
+   same arguments, environment, compilers and CMake input files is taken from the cache instead
+   (``restore_configured``);
 3. ninja builds the target with ``$SPARKIMG_JOBS`` jobs; objects that match a heavy rule go
    through a ninja pool whose depth comes from the memory budget, so two of them never run
    together where the budget cannot hold both;
@@ -69,10 +71,12 @@ def main() -> int:
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     STEPS.unlink(missing_ok=True)
+    started = time.monotonic()
     shutil.rmtree(SOURCE, ignore_errors=True)
     shutil.copytree(args.src, SOURCE, symlinks=True)
     tools(args.tool_wheel)
     toolkit = merged_toolkit(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")))
+    log(f"source, tools and toolkit ready in {time.monotonic() - started:.1f} s")
     configure(args.cutlass, toolkit)
     objects = target_objects(args.target)
     chosen = subset(objects, args.objects) if args.objects else objects
@@ -85,8 +89,9 @@ def main() -> int:
     run(["ninja", "-C", str(BUILD), f"-j{jobs}", library_name(args.target)])
     log(f"built {args.target} in {time.monotonic() - started:.0f} s")
     write_steps(heavy)
+    started = time.monotonic()
     wheel = package(args.out, args.target, partial=len(chosen) < len(objects))
-    log(f"wrote {wheel.name}")
+    log(f"wrote {wheel.name} in {time.monotonic() - started:.1f} s")
     return 0
 
 
@@ -180,20 +185,143 @@ def link_tree(source: Path, target: Path, top: Path) -> None:
 
 
 def configure(cutlass: Path, toolkit: Path) -> None:
-    """vLLM's CMake, as its setup.py would call it for one target; no network."""
+    """vLLM's CMake, as its setup.py would call it for one target; no network. With a compiler
+    cache, a build folder configured before from the same inputs is taken from it instead."""
     shutil.rmtree(BUILD, ignore_errors=True)
     EMPTY.mkdir(exist_ok=True)
     launcher = f"{sys.executable};{Path(__file__).resolve()};--measure"
     env = {**os.environ, "CUDA_HOME": str(toolkit), "PATH": f"{toolkit}/bin:{os.environ['PATH']}",
            # Included by CMakeLists.txt for an SM100-only kernel; nothing of it is used for 12.x.
            "DEEPGEMM_SRC_DIR": str(EMPTY)}
-    run(["cmake", "-S", str(SOURCE), "-B", str(BUILD), "-G", "Ninja",
-         "-DCMAKE_BUILD_TYPE=Release", "-DVLLM_TARGET_DEVICE=cuda",
-         f"-DVLLM_PYTHON_EXECUTABLE={sys.executable}", f"-DVLLM_CUTLASS_SRC_DIR={cutlass}",
-         f"-DCMAKE_CUDA_COMPILER={toolkit}/bin/nvcc",
-         f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
-         "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"], env=env, output=WORK / "configure.log")
+    argv = ["cmake", "-S", str(SOURCE), "-B", str(BUILD), "-G", "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release", "-DVLLM_TARGET_DEVICE=cuda",
+            f"-DVLLM_PYTHON_EXECUTABLE={sys.executable}", f"-DVLLM_CUTLASS_SRC_DIR={cutlass}",
+            f"-DCMAKE_CUDA_COMPILER={toolkit}/bin/nvcc",
+            f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+            "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
     os.environ.update({"CUDA_HOME": str(toolkit), "PATH": env["PATH"]})
+    cache = configured_cache()
+    asked = configure_question(argv, env, toolkit)
+    if cache is not None and restore_configured(cache, asked):
+        return
+    started = time.monotonic()
+    run(argv, env=env, output=WORK / "configure.log")
+    log(f"configured in {time.monotonic() - started:.1f} s")
+    if cache is not None:
+        keep_configured(cache, asked)
+
+
+# -- the configured build folder, kept beside the compiler cache's objects ------------------------
+#
+# CMake's configure (torch's package config, the CUDA compiler's probes) takes a fixed share of
+# every rebuild, however few objects changed. Its result is a function of its arguments, its
+# environment, the compilers, and the files CMake read, which it lists itself: the inputs of
+# build.ninja's RERUN_CMAKE edge (ninja re-runs CMake when one of them changes). A configured
+# folder is kept under the question (arguments, environment, compilers) with that list and the
+# digest of the listed files' contents; a later build that asks the same question and finds the
+# same contents takes the folder instead of configuring. Anything that does not check out (no
+# entry, another digest, a damaged archive) is a miss: CMake runs. `build --check` compiles with
+# no cache at all, so it configures, and compares the outputs.
+
+CONFIGURED = "sparkimg-configured"  # in the compiler cache's folder, beside its objects
+NOT_ASKED = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"}  # a container's own, never read by CMake
+
+
+def configured_cache() -> Path | None:
+    """Where configured folders are kept: in the layer's compiler cache, when sparkimg mounts one."""
+    folder = os.environ.get("SCCACHE_DIR")
+    if not os.environ.get("SPARKIMG_COMPILER_LAUNCHER") or not folder:
+        return None
+    return Path(folder) / CONFIGURED
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return "absent"
+    return digest.hexdigest()
+
+
+def configure_question(argv: list[str], env: dict[str, str], toolkit: Path) -> str:
+    """The arguments, the environment and the compilers (by their bytes) a configure runs with."""
+    compilers = {name: file_sha256(Path(found).resolve()) for name in ("cc", "c++", "gcc", "g++")
+                 if (found := shutil.which(name, path=env["PATH"]))}
+    compilers["nvcc"] = file_sha256((toolkit / "bin" / "nvcc").resolve())
+    asked = {"layout": "sparkimg-configured/1", "argv": argv, "compilers": compilers,
+             "env": {k: v for k, v in sorted(env.items()) if k not in NOT_ASKED}}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+
+
+def cmake_inputs(build_ninja: Path) -> list[str]:
+    """The files CMake read, as build.ninja's RERUN_CMAKE edge lists them (ninja's ``$`` escapes
+    undone), but those CMake wrote itself in the build folder (its cache, its probes' results):
+    they follow from the rest."""
+    text = build_ninja.read_text().replace("$\n", "")
+    for line in text.splitlines():
+        if line.startswith("build ") and "RERUN_CMAKE" in line and " | " in line:
+            listed = line.split(" | ", 1)[1].split(" || ", 1)[0]
+            found = {p.replace("\0", " ").replace("$:", ":").replace("$$", "$")
+                     for p in listed.replace("$ ", "\0").split()}
+            return sorted(p for p in found if os.path.isabs(p) and not Path(p).is_relative_to(BUILD))
+    raise SystemExit("build_ext: build.ninja has no RERUN_CMAKE edge")
+
+
+def inputs_digest(inputs: list[str]) -> str:
+    contents = {name: file_sha256(Path(name)) for name in inputs}
+    return hashlib.sha256(json.dumps(contents, sort_keys=True).encode()).hexdigest()
+
+
+def restore_configured(cache: Path, asked: str) -> bool:
+    """The build folder configured before for ``asked`` from the same files; False on any miss."""
+    import tarfile
+
+    started = time.monotonic()
+    try:
+        entry = json.loads((cache / f"{asked}.json").read_text())
+        archive = cache / f"{entry['digest']}.tar"
+        if entry["digest"] != inputs_digest(entry["inputs"]) or file_sha256(archive) != entry["archive"]:
+            return False
+        with tarfile.open(archive) as tar:
+            tar.extractall(BUILD.parent)  # an archive this script wrote, checked by its sha256 above
+    except (OSError, ValueError, KeyError, TypeError, tarfile.TarError) as exc:
+        log(f"configure: the kept build folder is not usable ({exc.__class__.__name__}): configuring")
+        shutil.rmtree(BUILD, ignore_errors=True)
+        return False
+    now = time.time()
+    for path in [BUILD, *BUILD.rglob("*")]:  # newer than every input: ninja does not run CMake again
+        os.utime(path, (now, now), follow_symlinks=False)
+    log(f"configure: the build folder configured before from the same {len(entry['inputs'])} files, "
+        f"in {time.monotonic() - started:.1f} s")
+    return True
+
+
+def keep_configured(cache: Path, asked: str) -> None:
+    """The configured build folder into the cache (temp file and rename: whole or absent); a
+    cache that cannot take it only costs the next build its configure."""
+    import tarfile
+    import tempfile
+
+    inputs = cmake_inputs(BUILD / "build.ninja")
+    digest = inputs_digest(inputs)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        archive = cache / f"{digest}.tar"
+        with tempfile.NamedTemporaryFile(dir=cache, prefix=".tmp-", delete=False) as handle, \
+                tarfile.open(fileobj=handle, mode="w") as tar:
+            tar.add(BUILD, arcname=BUILD.name)
+        os.replace(handle.name, archive)
+        entry = {"digest": digest, "inputs": inputs, "archive": file_sha256(archive)}
+        with tempfile.NamedTemporaryFile("w", dir=cache, prefix=".tmp-", delete=False) as note:
+            json.dump(entry, note)
+        os.replace(note.name, cache / f"{asked}.json")
+    except OSError as exc:
+        log(f"configure: the build folder was not kept ({exc})")
+        return
+    log(f"configure: kept the build folder for the next build ({len(inputs)} files read by CMake)")
 
 
 def library_name(target: str) -> str:

@@ -145,10 +145,10 @@ def runner_for(kind: str, target: Target, *, engine: Engine | None, budget: Budg
     """The runner ``--runner KIND`` names: the target's image through ``engine``, or ``python``;
     ``store``: where a ``cuda: wheels`` toolkit is (the default store when None)."""
     toolchain = toolkit_mount(target, store)
-    if kind == "host":  # a host toolkit by the spec's own path; the wheels' tree where the store has it
+    if kind == "host":  # CUDA_HOME: a host toolkit by the spec's own path, the wheels' tree where the store has it
         wheels = toolchain is not None and target.toolchain.get("cuda") == "wheels"
-        return HostRunner(python or sys.executable, str(toolchain.source) if wheels and toolchain
-                          else target.toolchain.get("path"))
+        home = str(toolchain.source) if toolchain is not None and wheels else target.toolchain.get("path")
+        return HostRunner(python or sys.executable, home)
     if engine is None or target.image_id is None:
         raise UsageError("the image runner needs an image in the engine", hint="pass --spec, --image or --receipt")
     return ImageRunner(engine, target.image_id, budget, toolchain, gpus=has_gpu())

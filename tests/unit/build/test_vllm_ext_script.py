@@ -97,3 +97,66 @@ def test_the_toolkit_copy_never_writes_into_the_toolkit(script: ModuleType, tmp_
     assert os.readlink(made / "lib64") == "lib" and (made / "lib" / "libcublas.so").is_file()
     assert (made / "lib" / "stubs" / "libcuda.so").is_file()
     assert not (made / "include" / "cudnn.h").exists()  # only cuda-toolkit's wheels join the toolkit
+
+
+def configured(script: ModuleType, inputs: list[Path]) -> None:
+    """What a configure leaves: build.ninja, whose RERUN_CMAKE edge lists the files CMake read
+    (one with a space, escaped as ninja escapes it, and its own cache, which is not an input)."""
+    build = script.BUILD
+    (build / "CMakeFiles").mkdir(parents=True)
+    (build / "CMakeCache.txt").write_text("CMAKE_BUILD_TYPE:STRING=Release\n")
+    listed = " ".join(str(p).replace(" ", "$ ") for p in inputs)
+    (build / "build.ninja").write_text(
+        f"build build.ninja {build}/build.ninja: RERUN_CMAKE | {listed} $\n    CMakeCache.txt"
+        f" {build}/CMakeFiles/probe.cmake\n  pool = console\nbuild x.o: CXX_COMPILER /src/x.cc\n")
+
+
+def test_a_configured_folder_is_taken_again_only_for_the_same_question_and_the_same_files(
+        script: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "src dir"
+    source.mkdir()
+    cmakelists, helper = source / "CMakeLists.txt", source / "utils.cmake"
+    cmakelists.write_text("project(vllm)\n")
+    helper.write_text("# helper\n")
+    cache = tmp_path / "sccache" / script.CONFIGURED
+    configured(script, [cmakelists, helper])
+    assert script.cmake_inputs(script.BUILD / "build.ninja") == [str(cmakelists), str(helper)]
+    script.keep_configured(cache, "question")
+    import shutil
+
+    shutil.rmtree(script.BUILD)
+    assert script.restore_configured(cache, "question")
+    assert (script.BUILD / "CMakeCache.txt").read_text() == "CMAKE_BUILD_TYPE:STRING=Release\n"
+    assert (script.BUILD / "build.ninja").stat().st_mtime >= cmakelists.stat().st_mtime  # ninja runs no CMake
+
+    shutil.rmtree(script.BUILD)
+    assert not script.restore_configured(cache, "another question")  # other arguments, env or compilers
+    helper.write_text("# helper, changed\n")
+    assert not script.restore_configured(cache, "question")  # a file CMake read changed
+    helper.write_text("# helper\n")
+    entry = next(cache.glob("*.tar"))
+    entry.write_bytes(entry.read_bytes()[:-10])
+    assert not script.restore_configured(cache, "question")  # a damaged archive is a miss
+    assert not script.BUILD.exists()
+
+
+def test_the_question_holds_arguments_environment_and_compilers_but_not_the_hostname(
+        script: ModuleType, tmp_path: Path) -> None:
+    toolkit = tmp_path / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_bytes(b"nvcc 13.0")
+    env = {"PATH": os.environ["PATH"], "HOSTNAME": "a1b2c3", "TORCH_CUDA_ARCH_LIST": "12.1a"}
+    asked = script.configure_question(["cmake", "-S", "/src"], env, toolkit)
+    assert script.configure_question(["cmake", "-S", "/src"], {**env, "HOSTNAME": "d4e5f6"}, toolkit) == asked
+    assert script.configure_question(["cmake", "-S", "/src"], {**env, "TORCH_CUDA_ARCH_LIST": "12.0"}, toolkit) != asked
+    assert script.configure_question(["cmake", "-S", "/other"], env, toolkit) != asked
+    (toolkit / "bin" / "nvcc").write_bytes(b"nvcc 13.1")
+    assert script.configure_question(["cmake", "-S", "/src"], env, toolkit) != asked
+
+
+def test_without_a_compiler_cache_nothing_is_kept(script: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARKIMG_COMPILER_LAUNCHER", raising=False)
+    monkeypatch.setenv("SCCACHE_DIR", "/cache")
+    assert script.configured_cache() is None
+    monkeypatch.setenv("SPARKIMG_COMPILER_LAUNCHER", "/tools/sccache")
+    assert script.configured_cache() == Path("/cache") / script.CONFIGURED
