@@ -150,6 +150,23 @@ class Store:
                 os.replace(tmp, target)
                 fsync_dir(target.parent)
 
+    def link_in(self, path: Path, sha256: str, what: str) -> bool:
+        """Admit ``path`` as the blob ``sha256`` by a hard link, once its bytes are checked to be its
+        name (no second copy on disk: the shared download cache); False when they are not, or
+        when the file cannot be linked here (another filesystem), and nothing was admitted."""
+        if digest_file(path)["sha256"] != sha256:
+            return False
+        with self._temp() as (_, tmp):
+            os.unlink(tmp)
+            try:
+                os.link(path, tmp)
+            except OSError:
+                return False
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, self.blob(sha256))
+            fsync_dir(self.blob(sha256).parent)
+        return True
+
     def put_file(self, path: Path, *, expected: str | None = None, what: str | None = None) -> str:
         with open(path, "rb") as handle:
             return self.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=expected, what=what or str(path))

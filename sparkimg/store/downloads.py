@@ -5,10 +5,11 @@ test, a second node's store on the same disk. Each would download the same 100 M
 wheels and the same gigabytes of torch. With ``$SPARKIMG_DOWNLOAD_CACHE`` set, a pinned file is
 admitted into a store from that folder when it is there, and put there after a download.
 
-An entry reaches a store only through the store's writer with the lock's sha256, so a damaged or
-foreign entry is a miss (removed, then downloaded again), never an input. An entry is written
-under a temp name and renamed (a kill -9 leaves no half file under a digest's name), and is a hard
-link to the store's blob where both are on one filesystem (no second copy on disk). Nothing
+An entry reaches a store only once its bytes are checked to be the lock's sha256 (then hard-linked
+in, or copied through the store's writer on another filesystem), so a damaged or foreign entry is
+a miss (removed, then downloaded again), never an input. An entry is written under a temp name
+and renamed (a kill -9 leaves no half file under a digest's name). Where the stores and the cache
+share a filesystem, every store's blob and the entry are one file: no second copy on disk. Nothing
 removes entries but their owner (``rm -rf`` the folder at any time); ``gc`` manages stores only.
 """
 
@@ -31,17 +32,19 @@ def admit(store: Store, sha256: str, what: str) -> bool:
     if folder is None:
         return False
     entry = folder / sha256
+    if not entry.is_file():
+        return False
     try:
-        handle = entry.open("rb")
+        if store.link_in(entry, sha256, what):
+            return True
+        with entry.open("rb") as handle:  # another filesystem, or bytes that are not its name: copied and checked
+            store.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=sha256, what=what)
+    except HashMismatchError:
+        with contextlib.suppress(OSError):
+            entry.unlink()
+        return False
     except OSError:
         return False
-    with handle:
-        try:
-            store.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=sha256, what=what)
-        except HashMismatchError:
-            with contextlib.suppress(OSError):
-                entry.unlink()
-            return False
     return True
 
 

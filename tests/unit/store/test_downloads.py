@@ -54,6 +54,8 @@ def test_a_second_store_takes_the_file_from_the_cache_without_downloading(
     second = Store(tmp_path / "two")
     assert fetch(second, entry) == ["demo-1.0-py3-none-any.whl: from the shared download cache"]
     assert second.blob(entry.sha256).read_bytes() == WHEEL
+    assert os.stat(second.blob(entry.sha256)).st_ino == os.stat(cache / entry.sha256).st_ino  # one copy on disk
+    assert os.stat(second.blob(entry.sha256)).st_mode & 0o777 == 0o444  # read-only, as every blob
 
 
 @pytest.mark.parametrize("damage", ["flipped", "cut", "foreign"])
