@@ -84,13 +84,16 @@ class Project:
         """(seconds, the compile layer's record with the build's steps) of one locked build."""
         self.cli("lock", str(self.spec))
         started = time.monotonic()
-        done = self.cli("build", str(self.spec), "--json", "--quiet",
+        done = self.cli("--json-logs", "build", str(self.spec), "--json",
                         *(["--memory", self.memory] if self.memory else []), *extra)
         took = time.monotonic() - started
         result = json.loads(done.stdout)
         key = next(layer["key"] for layer in result["layers"] if layer["kind"] == "compile")
         record = json.loads((self.store / "records" / "layers" / f"{key}.json").read_text())
-        return took, {**record, "build_steps": result.get("steps", [])}
+        said = [json.loads(line).get("message", "") for line in done.stderr.splitlines() if line.startswith("{")]
+        # build_ext's own steps: the source copy, CMake's configure (or the folder kept from before), ninja, the wheel
+        script = [m.removeprefix("build_ext: ") for m in said if m.startswith("build_ext: ") and " in " in m]
+        return took, {**record, "build_steps": result.get("steps", []), "script": script}
 
     def without_cache(self) -> None:
         """The spec as it was before the compiler cache (a store of its own)."""
@@ -146,11 +149,13 @@ def main() -> int:
                   f"layer {plain[1]['metrics']['wall_s']:.1f} s\n    steps: {steps_line(plain[1])}", flush=True)
         cold, first = project.build()
         print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(first)}\n    steps: {steps_line(first)}", flush=True)
+              f"{cache_line(first)}\n    steps: {steps_line(first)}\n    build_ext: {'; '.join(first['script'])}",
+              flush=True)
         project.change_one_file()
         again, second = project.build()
         print(f"  after the one-file change:          {again:.1f} s; layer {second['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(second)}\n    steps: {steps_line(second)}", flush=True)
+              f"{cache_line(second)}\n    steps: {steps_line(second)}\n    build_ext: {'; '.join(second['script'])}",
+              flush=True)
         objects = ", ".join(f"{s['object'].rsplit('/', 1)[-1]} {s['wall_s']:.0f}/{o['wall_s']:.0f}"
                             for s in second.get("steps", []) for o in first.get("steps", [])
                             if o["object"] == s["object"])
