@@ -150,17 +150,17 @@ class Store:
                 os.replace(tmp, target)
                 fsync_dir(target.parent)
 
-    def link_in(self, path: Path, sha256: str, what: str) -> bool:
-        """Admit ``path`` as the blob ``sha256`` by a hard link, once its bytes are checked to be its
-        name (no second copy on disk: the shared download cache); False when they are not, or
-        when the file cannot be linked here (another filesystem), and nothing was admitted."""
-        if digest_file(path)["sha256"] != sha256:
-            return False
+    def link_in(self, path: Path, sha256: str) -> bool:
+        """Admit ``path`` as the blob ``sha256`` by a hard link (no second copy on disk: the shared
+        download cache), once the linked bytes are checked to be its name; False when they are not,
+        or when the file cannot be linked here (another filesystem), and nothing was admitted."""
         with self._temp() as (_, tmp):
             os.unlink(tmp)
             try:
                 os.link(path, tmp)
             except OSError:
+                return False
+            if digest_file(Path(tmp))["sha256"] != sha256:  # what is admitted is what was hashed
                 return False
             os.chmod(tmp, 0o444)
             os.replace(tmp, self.blob(sha256))

@@ -26,8 +26,8 @@ from sparkimg.store.content import CHUNK, Store
 
 
 def admit(store: Store, sha256: str, what: str) -> bool:
-    """Admit the cached file ``sha256`` into ``store`` (checked by the store's writer); False when
-    there is no cache, no such entry, or an entry whose bytes are not its name (then removed)."""
+    """Admit the cached file ``sha256`` into ``store``, its bytes checked against the name; False
+    when there is no cache, no such entry, or an entry whose bytes are not its name (then removed)."""
     folder = download_cache()
     if folder is None:
         return False
@@ -35,7 +35,7 @@ def admit(store: Store, sha256: str, what: str) -> bool:
     if not entry.is_file():
         return False
     try:
-        if store.link_in(entry, sha256, what):
+        if store.link_in(entry, sha256):
             return True
         with entry.open("rb") as handle:  # another filesystem, or bytes that are not its name: copied and checked
             store.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=sha256, what=what)
