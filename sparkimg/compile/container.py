@@ -37,6 +37,7 @@ from sparkimg.plan.keys import RECORDS, PlannedLayer, compile_epoch
 from sparkimg.source import patching as _srcpatch
 from sparkimg.source import sdist as _sdist
 from sparkimg.spec import CompileLayer, Spec, substitute
+from sparkimg.store import trees
 from sparkimg.store.content import Store
 
 # The first pid the layer's own processes get is PID_FLOOR + 1 (far above the handful a runtime uses).
@@ -131,7 +132,7 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
     mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
               Mount(meta, "/sparkimg/meta", writable=True)]
     for name in layer.inputs:
-        staged = _stage_input(lock, name, store.blob((input_blobs or {})[name]), work)
+        staged = _stage_input(lock, name, store, (input_blobs or {})[name], work)
         mounts.append(Mount(staged, f"/inputs/{name}"))
     toolkit = toolkit_mount(store, lock)
     if toolkit is not None:
@@ -278,19 +279,24 @@ def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, blob: Path, targ
         _srcpatch.apply(target, data, f"layer {layer.name}: source patch {written}")
 
 
-def _stage_input(lock: Lock, name: str, blob: Path, work: Path) -> Path:
-    """One extra input as the command sees it: a tree or an sdist unpacked, a wheel under its own name."""
-    folder = work / "inputs" / name
-    folder.mkdir(parents=True)
+def _stage_input(lock: Lock, name: str, store: Store, digest: str, work: Path) -> Path:
+    """One extra input as the command sees it: a wheel under its own name (copied), a tree or an
+    sdist unpacked once into the store (``store.trees``), mounted read-only from there."""
+    blob = store.blob(digest)
     pin = lock.sources[name]
     if isinstance(pin, PypiPin) and pin.dist != "sdist":
+        folder = work / "inputs" / name
+        folder.mkdir(parents=True)
         with VerifiedReader(blob, blob.name, f"sources.{name}") as source, open(folder / pin.filename, "wb") as copy:
             shutil.copyfileobj(source, copy)  # the copy is made anyway: rot in the store stops here
-    else:
-        sdist = isinstance(pin, PypiPin)
+        return folder
+    sdist = isinstance(pin, PypiPin)
+
+    def unpack(folder: Path) -> None:
         with rot_named({blob.name: blob}, f"sources.{name}"):
             _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
-    return folder
+
+    return trees.unpacked(store, digest, unpack)
 
 
 def _steps(path: Path) -> tuple[dict[str, Any], ...]:

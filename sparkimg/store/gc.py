@@ -25,7 +25,8 @@ build state) are kept; git mirrors are kept (``docs/lock.md``). A compiler cache
 while a build holds it; ``--keep-storage`` counts the caches with the blobs and removes the least
 recently used of both, a cache still in use by a spec included (it holds only speed). An unpacked
 CUDA toolkit (``toolkits/IDENTITY``) is kept while a live document names its identity (a lock
-with ``toolchain: cuda: wheels`` does), else removed by one rename, as a cache is.
+with ``toolchain: cuda: wheels`` does), and an unpacked input tree (``trees/BLOB``) while its blob
+is live; else each is removed by one rename, as a cache is.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.toolkit import FOLDER as TOOLKITS
 from sparkimg.store import caches
+from sparkimg.store import trees as input_trees
 from sparkimg.store.content import Store
 from sparkimg.store.roots import GC_LOCK, ROOTS, live_leases
 
@@ -52,6 +54,8 @@ SCANNED_BLOB = 4 << 20  # blobs up to this size that start with "{" are scanned 
 LEASE_SLACK_S = 2.0  # mtimes have coarse clocks on some file systems
 CACHE = "compiler-cache"  # a Doomed's kind for a compiler cache folder
 TOOLKIT = "toolkit"  # a Doomed's kind for an unpacked toolkit (``toolkits/IDENTITY``, ``compile.toolkit``)
+TREE = "tree"  # a Doomed's kind for an unpacked input tree (``trees/BLOB``, ``store.trees``)
+UNPACKED = (TOOLKIT, TREE)
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,10 @@ class Collection:
         blobs = [d for d in self.removed if d.kind == "blob"]
         return {"dry_run": self.dry_run, "roots": self.roots, "live": self.live, "kept_bytes": self.kept_bytes,
                 "removed_bytes": self.removed_bytes, "removed_blobs": len(blobs),
-                "removed_records": sum(1 for d in self.removed if d.kind not in ("blob", CACHE, TOOLKIT)),
+                "removed_records": sum(1 for d in self.removed if d.kind not in ("blob", CACHE, *UNPACKED)),
                 "removed_compiler_caches": sum(1 for d in self.removed if d.kind == CACHE),
                 "removed_toolkits": sum(1 for d in self.removed if d.kind == TOOLKIT),
+                "removed_trees": sum(1 for d in self.removed if d.kind == TREE),
                 "kept_compiler_cache_bytes": self.cache_bytes, "work_folders": self.work_folders,
                 "removed": [{"path": str(d.path), "kind": d.kind, "size": d.size} for d in self.removed]}
 
@@ -232,11 +237,12 @@ def survey(store: Store, keep: Sequence[Path] = (), *, locked: bool = False) -> 
             found.cache_bytes += d.size
         else:
             doomed.append(d)
-    # An unpacked toolkit is live while a live lock names its identity (the toolchain pin does).
-    toolkits = store.root / TOOLKITS
-    for path in sorted(toolkits.iterdir()) if toolkits.is_dir() else ():
-        if path.name not in live and (d := _doomed(path, TOOLKIT)) is not None and not young(d):
-            doomed.append(replace(d, size=caches.size(path)))
+    # An unpacked toolkit is live while a live lock names its identity (the toolchain pin does); an
+    # unpacked input tree while its blob is.
+    for kind, folder in ((TOOLKIT, store.root / TOOLKITS), (TREE, store.root / input_trees.FOLDER)):
+        for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if path.name not in live and (d := _doomed(path, kind)) is not None and not young(d):
+                doomed.append(replace(d, size=caches.size(path)))
     blobs = store.root / "blobs" / "sha256"
     for path in sorted(blobs.iterdir()):
         d = _doomed(path, "blob")
@@ -267,8 +273,8 @@ def collect(store: Store, *, keep: Sequence[Path] = (), keep_storage: int | None
                 if d.kind == CACHE:
                     if not caches.remove(store, d.path):
                         found.removed.remove(d)  # a build uses it now: kept
-                elif d.kind == TOOLKIT:
-                    store.discard(d.path, "toolkit")
+                elif d.kind in UNPACKED:
+                    store.discard(d.path, d.kind)
                 else:
                     d.path.unlink(missing_ok=True)
     return found
@@ -289,11 +295,11 @@ def _over(found: Collection, doomed: list[Doomed], budget: int) -> list[Doomed]:
         chosen.append(d)
         total -= d.size
     gone = {d.path.name for d in chosen if d.kind == "blob"}
-    records = [d for d in doomed if d.kind not in ("blob", CACHE, TOOLKIT)
+    records = [d for d in doomed if d.kind not in ("blob", CACHE, *UNPACKED)
                and (d.kind == ROOTS or references(_read(d.path)) & gone or d.path.stem in gone)]
     found.kept_bytes += sum(d.size for d in doomed if d.kind == "blob" and d not in chosen)
     found.cache_bytes = sum(d.size for d in found.caches if d not in chosen)
-    return records + chosen + [d for d in doomed if d.kind == TOOLKIT]
+    return records + chosen + [d for d in doomed if d.kind in UNPACKED]
 
 
 def reclaimable(store: Store) -> tuple[int, int]:

@@ -1,0 +1,48 @@
+"""Input trees kept unpacked in the store: ``trees/BLOB``, a compile layer's folder input (CUTLASS,
+a build script's folder, an sdist handed as an input) unpacked once from its blob and mounted
+read-only into every container that names it.
+
+Unpacking CUTLASS's thousands of files into each compile's work folder cost seconds of every
+rebuild, however little changed. A tree is named by the blob it was unpacked from (the blob's
+sha256 is the input's pin), made under a temp name and renamed, so a kill -9 or a second build
+never sees half a tree; it is mounted read-only, so no build writes into it. ``build --check``
+compiles in a scratch store, whose trees are unpacked again from the blobs: a tree that no longer
+matched its blob would show there. gc keeps a tree while its blob is live, and removes it by one
+rename otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from sparkimg.store.content import Store
+
+FOLDER = "trees"  # in the store: trees/BLOB, whole once it is there (the rename is the last step)
+
+
+def path(store: Store, blob: str) -> Path:
+    return store.root / FOLDER / blob
+
+
+def unpacked(store: Store, blob: str, unpack: Callable[[Path], None]) -> Path:
+    """``trees/BLOB``, made now by ``unpack(folder)`` when the store lacks it."""
+    target = path(store, blob)
+    if target.is_dir():
+        return target
+    work = store.temp_dir("tree.")
+    try:
+        staged = work / "tree"
+        staged.mkdir()
+        unpack(staged)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(staged, target)
+        except OSError:
+            if not target.is_dir():  # another build's tree, whole, won; else it is ours to fail
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
