@@ -47,8 +47,11 @@ def test_an_unpack_that_fails_leaves_no_tree(tmp_path: Path) -> None:
 def test_gc_keeps_a_tree_while_its_blob_is_live(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     live, dead = store.put_bytes(b"cutlass v4.7.0"), store.put_bytes(b"cutlass v4.6.0")
+    def unpack(folder: Path) -> None:
+        (folder / "x").write_text("x")
+
     for blob in (live, dead):
-        trees.unpacked(store, blob, lambda folder: (folder / "x").write_text("x"))
+        trees.unpacked(store, blob, unpack)
     spec = tmp_path / "project" / "demo.yaml"
     spec.parent.mkdir()
     spec.write_text("name: demo\n")
