@@ -17,7 +17,6 @@ containers. gc keeps a tree a live lock names.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import stat
@@ -27,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from sparkimg.errors import BuildError
 from sparkimg.formats.lockfile import ToolchainPin
 from sparkimg.formats.toolkit import FOLDER
+from sparkimg.store import trees
 from sparkimg.store.content import Store
 
 MOUNT = "/usr/local/cuda"  # where a compile container sees it (CUDA_HOME)
@@ -47,13 +47,8 @@ def at(store_root: Path, identity: str) -> Path:
 def tree(store: Store, pin: ToolchainPin) -> Path:
     """The unpacked toolkit of ``pin`` in the store, made now from its wheels (fetched blobs)
     when it is not there yet."""
-    target = path(store, pin)
-    if (target / "bin" / "nvcc").is_file():
-        return target
-    work = store.temp_dir("toolkit.")
-    try:
-        staged = work / "tree"
-        staged.mkdir()
+
+    def make(staged: Path) -> None:
         prefixes: set[str] = set()
         for name, sha256 in pin.wheels:
             prefixes |= _unpack(store.blob(sha256), staged, name)
@@ -69,15 +64,8 @@ def tree(store: Store, pin: ToolchainPin) -> Path:
             _development_links(staged / "lib")
             if not (staged / "lib64").exists():
                 (staged / "lib64").symlink_to("lib")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(staged, target)
-        except OSError:
-            if not (target / "bin" / "nvcc").is_file():  # another build's tree, whole, won; else it is ours to fail
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
+
+    return trees.made(store, path(store, pin), make, "toolkit.")
 
 
 SONAME = re.compile(r"^(lib[\w+-]+)\.so\.\d+$")

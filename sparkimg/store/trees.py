@@ -29,14 +29,20 @@ def path(store: Store, blob: str) -> Path:
 
 def unpacked(store: Store, blob: str, unpack: Callable[[Path], None]) -> Path:
     """``trees/BLOB``, made now by ``unpack(folder)`` when the store lacks it."""
-    target = path(store, blob)
+    return made(store, path(store, blob), unpack, "tree.")
+
+
+def made(store: Store, target: Path, make: Callable[[Path], None], prefix: str) -> Path:
+    """The folder ``target`` of the store, made now by ``make(folder)`` in a leased work folder
+    (``prefix``) and renamed into place when it is not there: whole or absent, whoever looks (an
+    unpacked input tree, a toolkit's tree)."""
     if target.is_dir():
         return target
-    work = store.temp_dir("tree.")
+    work = store.temp_dir(prefix)
     try:
         staged = work / "tree"
         staged.mkdir()
-        unpack(staged)
+        make(staged)
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(staged, target)
