@@ -118,6 +118,11 @@ def steps_line(record: dict[str, Any]) -> str:
                      for s in record.get("build_steps", []) if s.get("wall_s", 0) >= 0.5)
 
 
+def phases_line(record: dict[str, Any]) -> str:
+    """Where the compile step's time went: the source, the inputs, the container, the normalisation..."""
+    return ", ".join(f"{name} {took:.1f}" for name, took in (record.get("phases") or {}).items())
+
+
 def cache_line(record: dict[str, Any]) -> str:
     cache = record.get("compiler_cache") or {}
     if not cache:
@@ -126,6 +131,14 @@ def cache_line(record: dict[str, Any]) -> str:
     return (f"{cache['tool']}: {cache['hits']} hit(s), {cache['misses']} miss(es), "
             f"{cache.get('errors', 0)} error(s), saved {'?' if saved is None else f'{saved:.0f}'} s, "
             f"cache {cache.get('bytes', 0) / (1 << 20):.0f} MiB")
+
+
+def build_lines(label: str, took: float, record: dict[str, Any]) -> str:
+    """One build: its time, the cache's figures, the build's steps, the compile step's phases
+    and build_ext's own steps."""
+    return (f"  {label} {took:.1f} s; layer {record['metrics']['wall_s']:.1f} s; {cache_line(record)}\n"
+            f"    steps: {steps_line(record)}\n    compile: {phases_line(record)}\n"
+            f"    build_ext: {'; '.join(record['script'])}")
 
 
 def main() -> int:
@@ -148,14 +161,10 @@ def main() -> int:
             print(f"  cold build without the cache:       {plain[0]:.1f} s; "
                   f"layer {plain[1]['metrics']['wall_s']:.1f} s\n    steps: {steps_line(plain[1])}", flush=True)
         cold, first = project.build()
-        print(f"  cold build (empty store and cache): {cold:.1f} s; layer {first['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(first)}\n    steps: {steps_line(first)}\n    build_ext: {'; '.join(first['script'])}",
-              flush=True)
+        print(build_lines("cold build (empty store and cache):", cold, first), flush=True)
         project.change_one_file()
         again, second = project.build()
-        print(f"  after the one-file change:          {again:.1f} s; layer {second['metrics']['wall_s']:.1f} s; "
-              f"{cache_line(second)}\n    steps: {steps_line(second)}\n    build_ext: {'; '.join(second['script'])}",
-              flush=True)
+        print(build_lines("after the one-file change:         ", again, second), flush=True)
         objects = ", ".join(f"{s['object'].rsplit('/', 1)[-1]} {s['wall_s']:.0f}/{o['wall_s']:.0f}"
                             for s in second.get("steps", []) for o in first.get("steps", [])
                             if o["object"] == s["object"])

@@ -73,10 +73,15 @@ def main() -> int:
     STEPS.unlink(missing_ok=True)
     started = time.monotonic()
     shutil.rmtree(SOURCE, ignore_errors=True)
-    shutil.copytree(args.src, SOURCE, symlinks=True)
+    # cp (links kept as links, modes and times kept): copytree's Python loop took twice as long
+    # over vLLM's 10,000 files.
+    run(["cp", "-R", "--no-dereference", "--preserve=mode,timestamps", f"{args.src}/.", str(SOURCE)])
+    copied = time.monotonic()
     tools(args.tool_wheel)
+    unpacked = time.monotonic()
     toolkit = merged_toolkit(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")))
-    log(f"source, tools and toolkit ready in {time.monotonic() - started:.1f} s")
+    log(f"source, tools and toolkit ready in {time.monotonic() - started:.1f} s (source copied in "
+        f"{copied - started:.1f} s, tools in {unpacked - copied:.1f} s, toolkit in {time.monotonic() - unpacked:.1f} s)")
     configure(args.cutlass, toolkit)
     objects = target_objects(args.target)
     chosen = subset(objects, args.objects) if args.objects else objects

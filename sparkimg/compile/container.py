@@ -28,7 +28,7 @@ from sparkimg.compile import cache as compiler_cache
 from sparkimg.compile.bounds import Budget
 from sparkimg.engine.protocol import Engine, Mount, RunLimits
 from sparkimg.errors import AuditError, BuildError, LockError, OOMError
-from sparkimg.events import Event, Kind, Phase, Reporter
+from sparkimg.events import Event, Kind, Phase, Reporter, Steps
 from sparkimg.formats.canonical import loads
 from sparkimg.formats.lockfile import PypiPin
 from sparkimg.formats.record import LayerRecord, Metrics, Output
@@ -127,14 +127,17 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
         folder.mkdir()
     out.chmod(0o777)
     meta.chmod(0o777)
-    prepare_source(spec, lock, layer, store.blob(source_blob), src)
+    phases = Steps()
+    with phases.timed("source"):
+        prepare_source(spec, lock, layer, store, source_blob, src)
     (tools / "run.sh").write_text(WRAPPER)
     mounts = [Mount(src, "/src"), Mount(tools, "/sparkimg/bin"), Mount(out, "/out", writable=True),
               Mount(meta, "/sparkimg/meta", writable=True)]
-    for name in layer.inputs:
-        staged = _stage_input(lock, name, store, (input_blobs or {})[name], work)
-        mounts.append(Mount(staged, f"/inputs/{name}"))
-    toolkit = toolkit_mount(store, lock)
+    with phases.timed("inputs"):
+        for name in layer.inputs:
+            staged = _stage_input(lock, name, store, (input_blobs or {})[name], work)
+            mounts.append(Mount(staged, f"/inputs/{name}"))
+        toolkit = toolkit_mount(store, lock)
     if toolkit is not None:
         mounts.append(toolkit)
     env = container_env(spec, lock, layer, budget)
@@ -153,11 +156,12 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
         report(Event(Phase(phase), line, name, Kind.LOG))
 
     started = time.monotonic()
-    result = engine.run_bounded(
-        base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
-        limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
-        mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
-    )
+    with phases.timed("container"):
+        result = engine.run_bounded(
+            base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
+            limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
+            mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
+        )
     wall = time.monotonic() - started
     metrics = _metrics(meta / "metrics.json", wall)
     if result.oom_killed:
@@ -175,10 +179,12 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
     if not produced:
         raise BuildError(f"layer {layer.name}: the command wrote no {layer.outputs} to /out",
                          hint="make the command write its wheels into /out")
-    for path in produced:
-        _normalise(layer.name, path, compile_epoch(lock, layer))
+    with phases.timed("normalise"):
+        for path in produced:
+            _normalise(layer.name, path, compile_epoch(lock, layer))
     wanted = [a.sm for a in spec.cuda_architectures]
-    reports = [r for path in produced for r in audit.audit_output(path, wanted)]
+    with phases.timed("audit"):
+        reports = [r for path in produced for r in audit.audit_output(path, wanted)]
     bad = audit.failures(reports)
     store.write_record("audits", planned.key, {"layer": layer.name, "wanted_sm": wanted, "reports": reports})
     report(Event(Phase.AUDIT, f"audit {layer.name}: {len(reports)} shared object(s), "
@@ -196,8 +202,9 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
             hint="pass the spec's architectures to the build ({gencode}, {cuda_arch}); check "
             "TORCH_CUDA_ARCH_LIST and that CMake did not collapse 12.1a to 12.0",
         )
-    outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
-                    for p in produced)
+    with phases.timed("admit"):
+        outputs = tuple(Output(p.name, store.put_file(p, what=f"{layer.name}/{p.name}"), p.stat().st_size)
+                        for p in produced)
     steps = _steps(meta / "steps.json")
     hits = compiler_cache.summary(cache, meta, steps) if cache is not None else {}
     if hits:
@@ -206,7 +213,8 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
                      f"{hits.get('misses', 0)} miss(es){saved}", layer.name,
                      figures={k: v for k, v in hits.items() if isinstance(v, (int, float))}))
     record = LayerRecord(layer.name, planned.key, outputs, metrics, budget.to_json(), tuple(reports),
-                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), steps, hits)
+                         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), steps, hits,
+                         {step.name: step.wall_s for step in phases.done})
     store.write_record(RECORDS, planned.key, record.to_json())
     return record
 
@@ -263,20 +271,25 @@ def _normalise(layer: str, path: Path, epoch: int) -> None:
             temp.replace(path)
 
 
-def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, blob: Path, target: Path) -> None:
-    """The layer's /src: its source unpacked (an sdist without its top folder), then its
-    ``source_patches`` applied in order, each checked against the sha256 the lock pins."""
+def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, store: Store, blob: str, target: Path) -> None:
+    """The layer's /src: its source unpacked once into the store (an sdist without its top
+    folder; ``store.trees``), linked into ``target``, then its ``source_patches`` applied in
+    order, each checked against the sha256 the lock pins; every file a patch names gets its own
+    copy first, so the store's tree is never written."""
     pin = lock.sources[layer.source]
     sdist = isinstance(pin, PypiPin) and pin.dist == "sdist"
     what = f"sources.{layer.source}" + (f" ({pin.filename})" if isinstance(pin, PypiPin) else "")
-    _sdist.unpack(blob, target, strip=sdist, what=what)
+    trees.linked(_tree(store, blob, sdist, what), target)
     for written in layer.source_patches:
         data = (spec.root / written).read_bytes()
         pinned = lock.source_patches.get(written)
         if pinned is None or hashlib.sha256(data).hexdigest() != pinned:
             raise LockError(f"layer {layer.name}: source patch {written} differs from the lock",
                             hint=f"run `sparkimg lock {spec.path.name}`")
-        _srcpatch.apply(target, data, f"layer {layer.name}: source patch {written}")
+        what = f"layer {layer.name}: source patch {written}"
+        for name in _srcpatch.touched(data, what):
+            trees.own(target / name)
+        _srcpatch.apply(target, data, what)
 
 
 def _stage_input(lock: Lock, name: str, store: Store, digest: str, work: Path) -> Path:
@@ -290,11 +303,17 @@ def _stage_input(lock: Lock, name: str, store: Store, digest: str, work: Path) -
         with VerifiedReader(blob, blob.name, f"sources.{name}") as source, open(folder / pin.filename, "wb") as copy:
             shutil.copyfileobj(source, copy)  # the copy is made anyway: rot in the store stops here
         return folder
-    sdist = isinstance(pin, PypiPin)
+    return _tree(store, digest, isinstance(pin, PypiPin), f"sources.{name}")
+
+
+def _tree(store: Store, digest: str, strip: bool, what: str) -> Path:
+    """The store's tree of a source archive (an sdist without its top folder when ``strip``),
+    unpacked once from its blob; a blob that rotted is named as ``what``."""
+    blob = store.blob(digest)
 
     def unpack(folder: Path) -> None:
-        with rot_named({blob.name: blob}, f"sources.{name}"):
-            _sdist.unpack(blob, folder, strip=sdist, what=f"sources.{name}")
+        with rot_named({blob.name: blob}, what):
+            _sdist.unpack(blob, folder, strip=strip, what=what)
 
     return trees.unpacked(store, digest, unpack)
 

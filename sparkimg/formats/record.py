@@ -54,6 +54,10 @@ class LayerRecord:
     # The compiler cache's figures for this build (``compile.cache.summary``: tool, folder, hits,
     # misses, errors, requests, not_cached, saved_s, bytes); empty when the layer compiled without one.
     compiler_cache: Mapping[str, Any] = field(default_factory=dict)
+    # Where the layer's time went, in seconds (``source`` unpacked and patched, ``inputs`` and the
+    # toolkit staged, the ``container``, ``normalise``, ``audit``, ``admit``): the compile step's
+    # wall time is more than the command's, and the rest is visible here.
+    phases: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def jobs(self) -> int:
@@ -67,6 +71,8 @@ class LayerRecord:
             data["steps"] = [dict(s) for s in self.steps]
         if self.compiler_cache:
             data["compiler_cache"] = dict(self.compiler_cache)
+        if self.phases:
+            data["phases"] = dict(self.phases)
         return data
 
     @classmethod
@@ -80,7 +86,8 @@ class LayerRecord:
                 Metrics(float(metrics["wall_s"]), _opt_float(metrics.get("cpu_s")),
                         _opt_int(metrics.get("peak_memory"))),
                 dict(data["budget"]), tuple(dict(a) for a in data["audit"]), data.get("finished"),
-                tuple(dict(s) for s in data.get("steps") or ()), dict(data.get("compiler_cache") or {}))
+                tuple(dict(s) for s in data.get("steps") or ()), dict(data.get("compiler_cache") or {}),
+                {str(k): float(v) for k, v in (data.get("phases") or {}).items()})
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{where}: not a sparkimg layer record ({exc.__class__.__name__}: {exc})",
                              hint="remove it; the next build compiles the layer again") from None

@@ -71,6 +71,24 @@ def sections(text: str, what: str) -> list[tuple[str, str]]:
     return out
 
 
+def touched(data: bytes, what: str) -> list[str]:
+    """Every path inside the source a patch may write, remove or rename (each checked as
+    ``sections`` checks them): its headers' old and new names and git's rename and copy lines."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise BuildError(f"{what}: not a text patch (not UTF-8)") from None
+    sections(text, what)
+    names: list[str] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("--- ") and number + 1 < len(lines) and lines[number + 1].startswith("+++ "):
+            names += [n for n in (_target(line[4:], what), _target(lines[number + 1][4:], what)) if n]
+        elif line.startswith(_GIT_PATHS):
+            names.append(str(_target(line.split(" ", 2)[2], what, strip=False)))
+    return sorted(set(names))
+
+
 def _check_line(line: str, number: int, what: str) -> None:
     """Fail closed: ``patch`` reads other diff formats too, so every line after the first header
     must be a line of a unified diff or of git's preamble, and no part may make a symbolic link

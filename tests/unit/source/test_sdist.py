@@ -29,6 +29,7 @@ from sparkimg.source import patching as _srcpatch
 from sparkimg.source import sdist as _sdist
 from sparkimg.source.retrieve import fetch_source
 from sparkimg.spec import CompileLayer, Spec, load_spec
+from sparkimg.store import trees
 from tests.formats import loaded, lock_file, lock_json, spec_header
 from tests.support import REPO
 
@@ -134,6 +135,16 @@ def test_patch_sections_and_hostile_targets() -> None:
             _srcpatch.sections(PATCH.replace("b/hello.txt", bad), "p")
     with pytest.raises(BuildError, match="not a unified diff"):
         _srcpatch.sections("hello\n", "p")
+
+
+def test_a_patch_names_every_file_it_may_write() -> None:
+    renamed = ("diff --git a/old.cu b/new.cu\nsimilarity index 90%\nrename from old.cu\nrename to new.cu\n"
+               + PATCH.replace("a/hello.txt", "a/old.cu").replace("b/hello.txt", "b/new.cu"))
+    created = "--- /dev/null\n+++ b/made.cu\n@@ -0,0 +1 @@\n+made\n"
+    assert _srcpatch.touched((PATCH + renamed + created).encode(), "p") == ["hello.txt", "made.cu", "new.cu",
+                                                                           "old.cu"]
+    with pytest.raises(BuildError, match="not a path inside the source"):
+        _srcpatch.touched(PATCH.replace("a/hello.txt", "a/../../etc/passwd").encode(), "p")
 
 
 def test_a_patch_applies_or_fails_naming_itself(tmp_path: Path) -> None:
@@ -339,13 +350,19 @@ def test_fetch_admits_the_sdist_by_sha256_and_compile_unpacks_and_patches_it(
     assert isinstance(layer, CompileLayer)
     target = tmp_path / "src"
     target.mkdir()
-    prepare_source(spec, lock, layer, store.blob(sha), target)
+    prepare_source(spec, lock, layer, store, sha, target)
     assert (target / "hello.txt").read_text() == "hello, patched\n"
+    # The source is unpacked once into the store and linked; the patched file is the build's own.
+    tree = trees.path(store, sha)
+    assert (tree / "hello.txt").read_text() == "hello\n"
+    unpatched = [p for p in tree.rglob("*") if p.is_file() and p.name != "hello.txt"]
+    assert unpatched and all((target / p.relative_to(tree)).stat().st_ino == p.stat().st_ino for p in unpatched)
+    assert (target / "hello.txt").stat().st_nlink == 1
     (path.parent / "fix.patch").write_text(PATCH + "\n")
     again = tmp_path / "again"
     again.mkdir()
     with pytest.raises(LockError, match=r"source patch fix\.patch differs from the lock"):
-        prepare_source(spec, lock, layer, store.blob(sha), again)
+        prepare_source(spec, lock, layer, store, sha, again)
 
 
 def test_check_refuses_a_wheel_layer_on_an_sdist_without_a_traceback(project: Callable[..., Path]) -> None:

@@ -61,3 +61,28 @@ def test_gc_keeps_a_tree_while_its_blob_is_live(tmp_path: Path) -> None:
     found = collect(store)
     assert trees.path(store, live).is_dir() and not trees.path(store, dead).exists()
     assert found.to_json()["removed_trees"] == 1 and found.to_json()["removed_toolkits"] == 0
+
+
+def test_a_linked_copy_shares_files_and_own_gives_one_its_own_bytes(tmp_path: Path) -> None:
+    tree, copy = tmp_path / "tree", tmp_path / "copy"
+    (tree / "csrc" / "deep").mkdir(parents=True)
+    (tree / "csrc" / "a.cu").write_text("a\n")
+    (tree / "csrc" / "deep" / "b.cu").write_text("b\n")
+    (tree / "csrc" / "run.sh").write_text("#!/bin/sh\n")
+    (tree / "csrc" / "run.sh").chmod(0o755)
+    (tree / "link.cu").symlink_to("csrc/a.cu")
+    (tree / "folder-link").symlink_to("csrc/deep")
+    copy.mkdir()
+    trees.linked(tree, copy)
+    assert (copy / "csrc" / "a.cu").stat().st_ino == (tree / "csrc" / "a.cu").stat().st_ino
+    assert (copy / "csrc" / "deep").is_dir() and not (copy / "csrc" / "deep").is_symlink()
+    assert (copy / "link.cu").readlink() == Path("csrc/a.cu") and (copy / "folder-link").is_symlink()
+    (copy / "csrc" / "new.cu").write_text("a folder of the copy is its own\n")
+    assert not (tree / "csrc" / "new.cu").exists()
+    trees.own(copy / "csrc" / "run.sh")
+    trees.own(copy / "link.cu")  # a link stays a link
+    trees.own(copy / "absent.cu")
+    assert (copy / "csrc" / "run.sh").stat().st_nlink == 1 and (copy / "csrc" / "run.sh").stat().st_mode & 0o111
+    (copy / "csrc" / "run.sh").write_text("changed\n")
+    assert (tree / "csrc" / "run.sh").read_text() == "#!/bin/sh\n"
+    assert (copy / "link.cu").is_symlink()
