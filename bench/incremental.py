@@ -10,7 +10,9 @@ build costs today, and what a cache miss adds); ``--check`` then runs ``build --
 
 Needs scripts/dev-up; makes the vLLM build base (scripts/vllm-build-image, once) and unpacks
 CUTLASS (scripts/vendor-cutlass). CI subset: a few minutes; whole target: about an hour on two cores.
-Usage: python bench/incremental.py [--whole] [--baseline] [--check] [--memory 14g]
+``--also OBJECT`` adds a source to the CI subset (a Marlin kernel that vLLM's configure generates,
+csrc/quantization/marlin/sm80_kernel_float16_fe2m1f_float16.cu, takes the path the whole target takes).
+Usage: python bench/incremental.py [--whole | --also OBJECT ...] [--baseline] [--check] [--memory 14g]
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def one_file_patch(sdist: Path) -> str:
 class Project:
     """The spec in a folder of its own, with its store, built through the CLI."""
 
-    def __init__(self, root: Path, whole: bool, memory: str | None) -> None:
+    def __init__(self, root: Path, whole: bool, memory: str | None, also: list[str]) -> None:
         base, cutlass = script("vllm-build-image"), REPO / script("vendor-cutlass")
         text = SPEC.read_text()
         text = re.sub(r"(?m)^  image: 127\.0\.0\.1:5000/sparkimg/vllm-build-base:\S+$", f"  image: {base}", text)
@@ -68,6 +70,9 @@ class Project:
         self.spec.parent.mkdir()
         self.spec.write_text(text)
         shutil.copytree(REPO / "build" / "vllm-ext", root / "build" / "vllm-ext")
+        if also:
+            with (root / "build" / "vllm-ext" / "ci-subset.txt").open("a") as subset:
+                subset.write("".join(f"{name}\n" for name in also))
         shutil.copytree(REPO / PATCHES, root / PATCHES)
         shutil.copytree(cutlass, root / "build" / "vendor" / cutlass.name)
         self.root, self.store = root, root / "store"
@@ -144,14 +149,16 @@ def build_lines(label: str, took: float, record: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--whole", action="store_true", help="all 75 objects, not the CI subset")
+    parser.add_argument("--also", action="append", default=[], metavar="OBJECT",
+                        help="a source of the target to build beside the CI subset (repeatable)")
     parser.add_argument("--baseline", action="store_true", help="first build without the cache, cold")
     parser.add_argument("--check", action="store_true", help="then build --check the rebuilt image")
     parser.add_argument("--memory", help="the layer's memory bound (sparkimg build --memory)")
     parser.add_argument("--work", type=Path, default=Path("/var/tmp"), help="where the project and store go")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparkimg-bench-incremental-", dir=args.work) as folder:
-        project = Project(Path(folder), args.whole, args.memory)
-        what = "whole target" if args.whole else "CI subset"
+        project = Project(Path(folder), args.whole, args.memory, args.also)
+        what = "whole target" if args.whole else "CI subset" + "".join(f" + {name}" for name in args.also)
         print(f"vLLM _C_stable_libtorch for 12.1a ({what}), one file changed ({CHANGED})", flush=True)
         plain: tuple[float, dict[str, Any]] | None = None
         if args.baseline:

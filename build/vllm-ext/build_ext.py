@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -80,8 +81,9 @@ def main() -> int:
     tools(args.tool_wheel)
     unpacked = time.monotonic()
     toolkit = merged_toolkit(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")))
-    log(f"source, tools and toolkit ready in {time.monotonic() - started:.1f} s (source copied in "
-        f"{copied - started:.1f} s, tools in {unpacked - copied:.1f} s, toolkit in {time.monotonic() - unpacked:.1f} s)")
+    ready = time.monotonic()
+    log(f"source, tools and toolkit ready in {ready - started:.1f} s (source copied in {copied - started:.1f} s, "
+        f"tools in {unpacked - copied:.1f} s, toolkit in {ready - unpacked:.1f} s)")
     configure(args.cutlass, toolkit)
     objects = target_objects(args.target)
     chosen = subset(objects, args.objects) if args.objects else objects
@@ -210,10 +212,12 @@ def configure(cutlass: Path, toolkit: Path) -> None:
     if cache is not None and restore_configured(cache, asked):
         return
     started = time.monotonic()
+    before = listing(SOURCE)
     run(argv, env=env, output=WORK / "configure.log")
     log(f"configured in {time.monotonic() - started:.1f} s")
     if cache is not None:
-        keep_configured(cache, asked)
+        after = listing(SOURCE)
+        keep_configured(cache, asked, sorted(p for p, seen in after.items() if before.get(p) != seen))
 
 
 # -- the configured build folder, kept beside the compiler cache's objects ------------------------
@@ -227,8 +231,18 @@ def configure(cutlass: Path, toolkit: Path) -> None:
 # same contents takes the folder instead of configuring. Anything that does not check out (no
 # entry, another digest, a damaged archive) is a miss: CMake runs. `build --check` compiles with
 # no cache at all, so it configures, and compares the outputs.
+#
+# vLLM's configure also writes sources into the source tree: its generators (the Marlin kernels'
+# generate_kernels.py, run by execute_process) write .cu files beside themselves, and build.ninja
+# compiles them. Those files are kept in the same archive and written back into the fresh source.
+# CMake does not list a generator among the files it read, so the entry also holds the digest of
+# what a generator reads: every other file of each folder a generated file went into, and of that
+# folder's parent (the generator sits there when it writes into a `generated/` folder), and the
+# Python distributions installed beside the interpreter (the generators import jinja2). A change to
+# any of them is a miss.
 
 CONFIGURED = "sparkimg-configured"  # in the compiler cache's folder, beside its objects
+KEPT_CONFIGURED = 4  # configured folders kept per cache: the newest
 NOT_ASKED = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"}  # a container's own, never read by CMake
 
 
@@ -256,7 +270,7 @@ def configure_question(argv: list[str], env: dict[str, str], toolkit: Path) -> s
     compilers = {name: file_sha256(Path(found).resolve()) for name in ("cc", "c++", "gcc", "g++")
                  if (found := shutil.which(name, path=env["PATH"]))}
     compilers["nvcc"] = file_sha256((toolkit / "bin" / "nvcc").resolve())
-    asked = {"layout": "sparkimg-configured/1", "argv": argv, "compilers": compilers,
+    asked = {"layout": "sparkimg-configured/2", "argv": argv, "compilers": compilers,
              "env": {k: v for k, v in sorted(env.items()) if k not in NOT_ASKED}}
     return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
 
@@ -280,6 +294,30 @@ def inputs_digest(inputs: list[str]) -> str:
     return hashlib.sha256(json.dumps(contents, sort_keys=True).encode()).hexdigest()
 
 
+def listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` by its relative path: (size, mtime in ns), to see what a step wrote."""
+    found: dict[str, tuple[int, int]] = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            with contextlib.suppress(OSError):
+                seen = path.lstat()
+                found[str(path.relative_to(root))] = (seen.st_size, seen.st_mtime_ns)
+    return found
+
+
+def generators_digest(generated: list[str]) -> str:
+    """What the files configure wrote into the source tree were made from: every other file of
+    their folders and of those folders' parents, and the interpreter's installed distributions."""
+    written = set(generated)
+    folders = {Path(p).parent for p in generated} | {Path(p).parent.parent for p in generated}
+    read = {str(Path(f, e.name)): file_sha256(SOURCE / f / e.name) for f in sorted(folders)
+            if (SOURCE / f).is_dir() for e in sorted((SOURCE / f).iterdir(), key=lambda e: e.name)
+            if e.is_file() and str(Path(f, e.name)) not in written}
+    installed = sorted(p.name for p in site_packages().glob("*.dist-info"))
+    return hashlib.sha256(json.dumps({"read": read, "installed": installed}, sort_keys=True).encode()).hexdigest()
+
+
 def restore_configured(cache: Path, asked: str) -> bool:
     """The build folder configured before for ``asked`` from the same files; False on any miss."""
     import tarfile
@@ -287,11 +325,14 @@ def restore_configured(cache: Path, asked: str) -> bool:
     started = time.monotonic()
     try:
         entry = json.loads((cache / f"{asked}.json").read_text())
-        archive = cache / f"{entry['digest']}.tar"
-        if entry["digest"] != inputs_digest(entry["inputs"]) or file_sha256(archive) != entry["archive"]:
+        archive = cache / f"{entry['archive']}.tar"
+        if entry["digest"] != inputs_digest(entry["inputs"]) or file_sha256(archive) != entry["archive"] \
+                or entry["generators"] != generators_digest(entry["generated"]):
             return False
         with tarfile.open(archive) as tar:
-            tar.extractall(BUILD.parent)  # an archive this script wrote, checked by its sha256 above
+            # an archive this script wrote, checked by its sha256 above: the build folder, and the
+            # sources configure generated (under src/)
+            tar.extractall(BUILD.parent)
     except (OSError, ValueError, KeyError, TypeError, tarfile.TarError) as exc:
         log(f"configure: the kept build folder is not usable ({exc.__class__.__name__}): configuring")
         shutil.rmtree(BUILD, ignore_errors=True)
@@ -299,13 +340,14 @@ def restore_configured(cache: Path, asked: str) -> bool:
     now = time.time()
     for path in [BUILD, *BUILD.rglob("*")]:  # newer than every input: ninja does not run CMake again
         os.utime(path, (now, now), follow_symlinks=False)
-    log(f"configure: the build folder configured before from the same {len(entry['inputs'])} files, "
-        f"in {time.monotonic() - started:.1f} s")
+    log(f"configure: the build folder configured before from the same {len(entry['inputs'])} files "
+        f"({len(entry['generated'])} generated source(s) restored), in {time.monotonic() - started:.1f} s")
     return True
 
 
-def keep_configured(cache: Path, asked: str) -> None:
-    """The configured build folder into the cache (temp file and rename: whole or absent); a
+def keep_configured(cache: Path, asked: str, generated: list[str]) -> None:
+    """The configured build folder, and the sources configure wrote into the source tree
+    (``generated``, relative paths), into the cache (temp file and rename: whole or absent); a
     cache that cannot take it only costs the next build its configure."""
     import tarfile
     import tempfile
@@ -314,19 +356,40 @@ def keep_configured(cache: Path, asked: str) -> None:
     digest = inputs_digest(inputs)
     try:
         cache.mkdir(parents=True, exist_ok=True)
-        archive = cache / f"{digest}.tar"
         with tempfile.NamedTemporaryFile(dir=cache, prefix=".tmp-", delete=False) as handle, \
                 tarfile.open(fileobj=handle, mode="w") as tar:
             tar.add(BUILD, arcname=BUILD.name)
+            for name in generated:
+                tar.add(SOURCE / name, arcname=f"{SOURCE.name}/{name}", recursive=False)
+        sha256 = file_sha256(Path(handle.name))
+        archive = cache / f"{sha256}.tar"
         os.replace(handle.name, archive)
-        entry = {"digest": digest, "inputs": inputs, "archive": file_sha256(archive)}
+        entry = {"digest": digest, "inputs": inputs, "archive": sha256, "generated": generated,
+                 "generators": generators_digest(generated)}
         with tempfile.NamedTemporaryFile("w", dir=cache, prefix=".tmp-", delete=False) as note:
             json.dump(entry, note)
         os.replace(note.name, cache / f"{asked}.json")
+        prune_configured(cache)
     except OSError as exc:
         log(f"configure: the build folder was not kept ({exc})")
         return
-    log(f"configure: kept the build folder for the next build ({len(inputs)} files read by CMake)")
+    log(f"configure: kept the build folder for the next build ({len(inputs)} files read by CMake, "
+        f"{len(generated)} source(s) it generated)")
+
+
+def prune_configured(cache: Path, keep: int = KEPT_CONFIGURED) -> None:
+    """The ``keep`` newest entries and their archives; older ones (and archives no entry names)
+    removed, so configured folders do not grow without end beside the size-capped objects."""
+    entries = sorted(cache.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    named: set[str] = set()
+    for old in entries[keep:]:
+        old.unlink(missing_ok=True)
+    for entry in entries[:keep]:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            named.add(f"{json.loads(entry.read_text())['archive']}.tar")
+    for archive in cache.glob("*.tar"):
+        if archive.name not in named:
+            archive.unlink(missing_ok=True)
 
 
 def library_name(target: str) -> str:

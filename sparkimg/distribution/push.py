@@ -38,6 +38,7 @@ from sparkimg.events import Event, Kind, Phase, Reporter, silent
 from sparkimg.fetch.inputs import base_image
 from sparkimg.formats import oci
 from sparkimg.formats.canonical import hex_of, sha256_prefixed
+from sparkimg.formats.lockfile import BasePin
 from sparkimg.lock.resolve import Lock
 from sparkimg.store.content import CHUNK, Store
 
@@ -101,6 +102,15 @@ def target_of(text: str, reach: Reach = NO_REACH) -> ImageRef:
     return ref
 
 
+def base_reader(base: BasePin, client: RegistryClient, registry: str) -> RegistryClient:
+    """The client that reads the base's manifest and layers for a push to ``registry``: the push's
+    own where the base lives on that registry (its ``--plain-http`` or ``--ca-file`` hold there),
+    else one that reaches the base as its lock says (``lock --plain-http``: ``transport``)."""
+    if ImageRef.parse(base.repository, client.reach).registry == registry:
+        return client
+    return RegistryClient.for_base(base.repository, base.transport)
+
+
 def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, tags: Sequence[str], receipt: Path,
                image: str, *, receipt_required: bool, compression: Compressor | None = None, threads: int = 1,
                client: RegistryClient | None = None, report: Reporter = silent) -> Pushed:
@@ -108,7 +118,9 @@ def push_built(record: oci.ImageRecord, lock: Lock, store: Store, target: str, t
     when it is another image's; when it is not there, refused if ``receipt_required``, else said)
     and the SBOM beside it (``attached``). The one push of ``sparkimg push`` and the nightly."""
     attached = attachments(receipt, record, image, required=receipt_required, phase=Phase.PUSH, report=report)
-    return push(record, base_image(lock, store, client=client, report=report), lock, store, target, tags,
+    client = client or RegistryClient()
+    reader = base_reader(lock.base, client, target_of(target, client.reach).registry)
+    return push(record, base_image(lock, store, client=reader, report=report), lock, store, target, tags,
                 receipt=attached.receipt,
                 sbom=attached.sbom, client=client, compression=compression, threads=threads, report=report)
 
@@ -122,7 +134,8 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     ``receipt`` and ``sbom`` (DSSE envelopes) attached beside it, before any tag moves."""
     client = client or RegistryClient()
     to = target_of(target, client.reach)
-    base_ref = client.ref(lock.base.repository)
+    reader = base_reader(lock.base, client, to.registry)
+    base_ref = reader.ref(lock.base.repository)
     manifest = store.read_checked(hex_of(record.manifest_digest), "push: the image manifest")
     config = store.read_checked(hex_of(record.config_digest), "push: the image config")
     new = [layer.descriptor for layer in record.layers]
@@ -135,7 +148,7 @@ def push(record: oci.ImageRecord, base: oci.BaseImage, lock: Lock, store: Store,
     for descriptor in base.layers:
         done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
                           mount_from=base_ref.repository if base_ref.registry == to.registry else None,
-                          chunks=lambda d=descriptor: client_stream(client, base_ref, d.digest, d.size)))
+                          chunks=lambda d=descriptor: client_stream(reader, base_ref, d.digest, d.size)))
     for descriptor in new:
         done.append(_blob(client, to, descriptor.digest, descriptor.size, report,
                           chunks=lambda d=descriptor.digest: _file_chunks(store, d)))

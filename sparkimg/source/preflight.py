@@ -7,7 +7,8 @@ same major: in vLLM 0.34.0 with CUDA 13.x, 12.1a becomes 12.0 and no sm_121 code
 (vLLM #36835). The preflight takes vLLM's own definitions and ``if`` chain out of the pinned
 source (after the layer's ``source_patches``), checks that they only compute, and runs them with
 ``cmake -P`` for the spec's architectures and the toolchain's CUDA version: no CUDA, no GPU, about
-a tenth of a second. The answer is kept in the store by (source, patches, architectures, CUDA version).
+a tenth of a second. The answer is kept in the store by (source, the parts of the patches that touch
+those two files, architectures, CUDA version): a patch to a kernel asks nothing again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from sparkimg.source import sdist as _sdist
 from sparkimg.spec import CompileLayer, Spec
 from sparkimg.store.content import Store
 
-VERSION = "sparkimg-preflight/1"
+VERSION = "sparkimg-preflight/2"
 RECORDS = "preflight"
 CMAKE_LISTS = "CMakeLists.txt"
 UTILS = "cmake/utils.cmake"
@@ -143,13 +144,14 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
         asked = remembered(store, lock.base.config_digest)  # nvcc inside the base, asked by fetch
         release = asked.release if asked else None
     version = cuda_version(release)
-    patch_digests = [lock.source_patches.get(p, "") for p in layer.source_patches]
-    key = digest_of({"v": VERSION, "source": pin.identity, "patches": patch_digests,
+    parts = _read_parts(spec, layer)
+    key = digest_of({"v": VERSION, "source": pin.identity, "patches": [touching for _, touching in parts if touching],
                      "archs": [a.text for a in spec.cuda_architectures], "cuda": version})
     # Only vLLM sources are ever recorded, so a recorded answer needs neither the source nor cmake.
     known = store.read_record(RECORDS, key) if version is not None else None
     if known is not None:
-        verdict = Verdict.from_json({**known, "layer": layer.name, "source": layer.source}, cached=True)
+        verdict = Verdict.from_json({**known, "layer": layer.name, "source": layer.source,
+                                     "patches": list(layer.source_patches)}, cached=True)
         report(Event(Phase.PREFLIGHT, _summary(verdict), layer.name))
         return verdict
     files = _build_files(spec, lock, store, layer, pin, report)
@@ -162,7 +164,7 @@ def evaluate(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, *,
         warn("the CUDA version is unknown: with toolchain cuda: base it is read from the base's nvcc, which "
              "`sparkimg fetch` (or build) asks once; vLLM's architecture selection is not checked until then")
         return None
-    files = _patched(spec, layer, files)
+    files = _patched(parts, files)
     requested, supported, selected, mapped = _select(files, version, spec, what=f"layer {layer.name}")
     line = _supported_line(files[CMAKE_LISTS].decode(errors="replace"), supported)
     verdict = Verdict(layer.name, layer.source, version, requested, supported, line, selected, mapped,
@@ -188,23 +190,32 @@ def _build_files(spec: Spec, lock: Lock, store: Store, layer: CompileLayer, pin:
     return _sdist.read_members(store.blob(digest), wanted, strip=sdist, what=f"sources.{layer.source}")
 
 
-def _patched(spec: Spec, layer: CompileLayer, files: dict[str, bytes]) -> dict[str, bytes]:
+def _read_parts(spec: Spec, layer: CompileLayer) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each of the layer's source patches by its path, with its parts that touch the files the
+    preflight reads (``CMakeLists.txt``, ``cmake/utils.cmake``) by the file they touch."""
+    read: list[tuple[str, list[tuple[str, str]]]] = []
+    for written in layer.source_patches:
+        what = f"layer {layer.name}: source patch {written}"
+        try:
+            text = (spec.root / written).read_bytes().decode()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BuildError(f"{what}: cannot read it as a text patch: {exc}") from None
+        read.append((what, [(name, part) for name, part in _srcpatch.sections(text, what)
+                            if name in (CMAKE_LISTS, UTILS)]))
+    return read
+
+
+def _patched(parts: list[tuple[str, list[tuple[str, str]]]], files: dict[str, bytes]) -> dict[str, bytes]:
     """The build files with the parts of the layer's source patches that touch them applied."""
-    if not layer.source_patches:
+    if not any(touching for _, touching in parts):
         return files
     with tempfile.TemporaryDirectory(prefix="sparkimg-preflight-") as temp:
         folder = Path(temp)
         for name, data in files.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
-        for written in layer.source_patches:
-            what = f"layer {layer.name}: source patch {written}"
-            try:
-                text = (spec.root / written).read_bytes().decode()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise BuildError(f"{what}: cannot read it as a text patch: {exc}") from None
-            parts = _srcpatch.sections(text, what)
-            relevant = "".join(text for name, text in parts if name in files)
+        for what, touching in parts:
+            relevant = "".join(text for name, text in touching if name in files)
             if relevant:
                 _srcpatch.apply(folder, relevant.encode(), what)
         return {name: (folder / name).read_bytes() for name in files}

@@ -66,7 +66,7 @@ def linked(tree: Path, target: Path) -> None:
             if entry.is_symlink():
                 os.symlink(os.readlink(entry), here / name)
             else:
-                (here / name).mkdir(mode=entry.stat().st_mode & 0o7777)
+                (here / name).mkdir(mode=(entry.stat().st_mode & 0o7777) | 0o700)  # its own, to be written
         for name in names:
             entry = Path(folder, name)
             if entry.is_symlink():

@@ -26,6 +26,7 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "WORK", tmp_path / "work")
     monkeypatch.setattr(module, "BUILD", tmp_path / "work" / "build")
+    monkeypatch.setattr(module, "SOURCE", tmp_path / "work" / "src")
     monkeypatch.setattr(module, "CUDA", tmp_path / "work" / "cuda")
     return module
 
@@ -121,7 +122,7 @@ def test_a_configured_folder_is_taken_again_only_for_the_same_question_and_the_s
     cache = tmp_path / "sccache" / script.CONFIGURED
     configured(script, [cmakelists, helper])
     assert script.cmake_inputs(script.BUILD / "build.ninja") == [str(cmakelists), str(helper)]
-    script.keep_configured(cache, "question")
+    script.keep_configured(cache, "question", [])
     import shutil
 
     shutil.rmtree(script.BUILD)
@@ -138,6 +139,44 @@ def test_a_configured_folder_is_taken_again_only_for_the_same_question_and_the_s
     entry.write_bytes(entry.read_bytes()[:-10])
     assert not script.restore_configured(cache, "question")  # a damaged archive is a miss
     assert not script.BUILD.exists()
+
+
+def test_sources_configure_generated_come_back_with_the_folder_until_their_generator_changes(
+        script: ModuleType, tmp_path: Path) -> None:
+    import shutil
+
+    source = script.SOURCE
+    marlin = source / "csrc" / "quantization" / "marlin"
+    marlin.mkdir(parents=True)
+    (source / "CMakeLists.txt").write_text("project(vllm)\n")
+    (marlin / "generate_kernels.py").write_text("# writes sm80_kernel_*.cu\n")
+    (marlin / "marlin_template.h").write_text("// template\n")
+    (source / "csrc" / "layernorm_kernels.cu").write_text("// layernorm\n")
+    before = script.listing(source)
+    (marlin / "sm80_kernel_float16_fe2m1f_float16.cu").write_text("// generated\n")  # what configure wrote
+    generated = sorted(p for p, seen in script.listing(source).items() if before.get(p) != seen)
+    assert generated == ["csrc/quantization/marlin/sm80_kernel_float16_fe2m1f_float16.cu"]
+    cache = tmp_path / "sccache" / script.CONFIGURED
+    configured(script, [source / "CMakeLists.txt"])
+    script.keep_configured(cache, "question", generated)
+
+    fresh = tmp_path / "fresh"  # the next build's source: the same files, none generated
+    shutil.copytree(source, fresh)
+    (fresh / generated[0]).unlink()
+    (fresh / "csrc" / "layernorm_kernels.cu").write_text("// layernorm, one symbol more\n")  # not a generator's
+    shutil.rmtree(source)
+    shutil.rmtree(script.BUILD)
+    fresh.rename(source)
+    assert script.restore_configured(cache, "question")
+    assert (source / generated[0]).read_text() == "// generated\n"
+
+    (source / generated[0]).unlink()
+    shutil.rmtree(script.BUILD)
+    (marlin / "generate_kernels.py").write_text("# writes other kernels\n")
+    assert not script.restore_configured(cache, "question")  # the generator changed: configure again
+    (marlin / "generate_kernels.py").write_text("# writes sm80_kernel_*.cu\n")
+    (marlin / "marlin_template.h").write_text("// another template\n")
+    assert not script.restore_configured(cache, "question")  # what it reads beside it changed
 
 
 def test_the_question_holds_arguments_environment_and_compilers_but_not_the_hostname(
@@ -160,3 +199,22 @@ def test_without_a_compiler_cache_nothing_is_kept(script: ModuleType, monkeypatc
     assert script.configured_cache() is None
     monkeypatch.setenv("SPARKIMG_COMPILER_LAUNCHER", "/tools/sccache")
     assert script.configured_cache() == Path("/cache") / script.CONFIGURED
+
+
+def test_only_the_newest_configured_folders_are_kept(script: ModuleType, tmp_path: Path) -> None:
+    import shutil
+
+    cache = tmp_path / "sccache" / script.CONFIGURED
+    (script.SOURCE).mkdir(parents=True)
+    for number in range(script.KEPT_CONFIGURED + 2):
+        lists = script.SOURCE / "CMakeLists.txt"
+        lists.write_text(f"project(vllm) # {number}\n")
+        configured(script, [lists])
+        (script.BUILD / "CMakeCache.txt").write_text(f"# {number}\n")
+        script.keep_configured(cache, f"question {number}", [])
+        os.utime(cache / f"question {number}.json", ns=(number * 10**9, number * 10**9))
+        shutil.rmtree(script.BUILD)
+    script.prune_configured(cache)
+    assert sorted(p.name for p in cache.glob("*.json")) == [f"question {n}.json" for n in range(2, 6)]
+    assert len(list(cache.glob("*.tar"))) == script.KEPT_CONFIGURED
+    assert script.restore_configured(cache, "question 5")

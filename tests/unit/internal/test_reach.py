@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from sparkimg.cli import main
 from sparkimg.distribution import push as push_mod
 from sparkimg.distribution.pull import _named
 from sparkimg.errors import UsageError
+from sparkimg.formats.lockfile import BasePin
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 LAN = "192.0.2.2:5001"
@@ -48,6 +50,18 @@ def test_plain_http_to_a_lan_host_only_when_asked_and_only_for_the_registry_name
     assert ImageRef.parse(f"{LAN}/team/app", asked).base_url == f"http://{LAN}/v2/team/app"
     assert ImageRef.parse("192.0.2.3:5001/team/app", asked).base_url.startswith("https://")  # another registry
     assert ImageRef.parse(f"{LAN}/team/app").base_url.startswith("https://")  # not asked
+
+
+def test_a_push_reads_the_base_as_its_lock_says_unless_the_base_is_on_the_pushed_registry() -> None:
+    base = BasePin({}, f"{LAN}/team/base", "bookworm", None, "sha256:" + "1" * 64, "sha256:" + "2" * 64, None,
+                   "linux/amd64", "http")
+    pushing = RegistryClient(reach=reach_for(f"{LAN}/team/app", plain_http=True))
+    assert push_mod.base_reader(base, pushing, LAN) is pushing
+    elsewhere = RegistryClient(reach=reach_for("head.local/team/app", plain_http=False))
+    reader = push_mod.base_reader(base, elsewhere, "head.local")
+    assert reader is not elsewhere and reader.ref(base.repository).base_url == f"http://{LAN}/v2/team/base"
+    locked_tls = push_mod.base_reader(replace(base, transport=None), elsewhere, "head.local")
+    assert locked_tls.ref(base.repository).base_url == f"https://{LAN}/v2/team/base"
 
 
 @pytest.mark.parametrize(("text", "plain", "says"), [

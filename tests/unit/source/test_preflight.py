@@ -18,7 +18,7 @@ from sparkimg.formats.lockfile import GitPin, PathPin, PypiPin, ToolchainPin
 from sparkimg.lock.resolve import Lock
 from sparkimg.source import cmake as _cmake
 from sparkimg.source import preflight
-from sparkimg.spec import Spec, load_spec
+from sparkimg.spec import CompileLayer, Spec, load_spec
 from sparkimg.store.content import Store
 from tests.formats import loaded, lock_file, spec_header, vllm_sdist_body
 from tests.support import REPO, VLLM_SDIST, unavailable
@@ -77,6 +77,23 @@ def test_the_shipped_patch_makes_it_pass(project: Callable[..., Path], vllm_034_
     assert again.cached and again.mapped == verdict.mapped
     print(f"preflight: first {first:.2f} s (fetch + cmake -P), cached {time.monotonic() - started:.3f} s")
     assert first < 10
+
+
+def test_a_patch_that_touches_no_cmake_file_asks_nothing_again(project: Callable[..., Path], vllm_034_sdist: Path,
+                                                               store: Store) -> None:
+    spec, lock = setup(project, vllm_034_sdist, WITH_PATCH)
+    [first] = preflight.run(spec, lock, store)
+    kernel = "one-file.patch"
+    (spec.root / kernel).write_text("--- a/csrc/layernorm_kernels.cu\n+++ b/csrc/layernorm_kernels.cu\n"
+                                    "@@ -1 +1,2 @@\n #include <x>\n+int one_more = 1;\n")
+    [layer] = spec.layers
+    assert isinstance(layer, CompileLayer)
+    more = replace(spec, layers=(replace(layer, source_patches=(*layer.source_patches, kernel)),))
+    [again] = preflight.run(more, lock, store)
+    assert again.cached and again.mapped == first.mapped and again.patches == (PATCH, kernel)
+    (spec.root / kernel).write_text("--- a/CMakeLists.txt\n+++ b/CMakeLists.txt\n@@ -1 +1,2 @@\n"
+                                    " cmake_minimum_required(VERSION 3.26)\n+# one line more\n")
+    assert not preflight.run(more, lock, store)[0].cached
 
 
 @pytest.mark.parametrize(("cuda", "line", "collapses"), [("12.8, V12.8.93", 132, False), ("13.0, V13.0.88", 129, True),
