@@ -71,13 +71,17 @@ def sections(text: str, what: str) -> list[tuple[str, str]]:
     return out
 
 
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise BuildError(f"{what}: not a text patch (not UTF-8)") from None
+
+
 def touched(data: bytes, what: str) -> list[str]:
     """Every path inside the source a patch may write, remove or rename (each checked as
     ``sections`` checks them): its headers' old and new names and git's rename and copy lines."""
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise BuildError(f"{what}: not a text patch (not UTF-8)") from None
+    text = _text(data, what)
     sections(text, what)
     names: list[str] = []
     lines = text.splitlines()
@@ -106,11 +110,7 @@ def _check_line(line: str, number: int, what: str) -> None:
 
 def apply(folder: Path, data: bytes, what: str) -> None:
     """Apply ``data`` (a unified diff) to ``folder`` with ``patch -p1``; fail naming ``what``."""
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        raise BuildError(f"{what}: not a text patch (not UTF-8)") from None
-    sections(text, what)
+    sections(_text(data, what), what)
     tool = shutil.which("patch")
     if tool is None:
         raise BuildError("`patch` is not installed; source_patches need it",
