@@ -239,7 +239,8 @@ def configure(cutlass: Path, toolkit: Path) -> None:
 # what a generator reads: every other file of each folder a generated file went into, and of that
 # folder's parent (the generator sits there when it writes into a `generated/` folder), and the
 # Python distributions installed beside the interpreter (the generators import jinja2). A change to
-# any of them is a miss.
+# any of them is a miss. Not covered: the CUTLASS Python the Machete generator imports (Machete is
+# built for 9.0a only, never for 12.x).
 
 CONFIGURED = "sparkimg-configured"  # in the compiler cache's folder, beside its objects
 KEPT_CONFIGURED = 4  # configured folders kept per cache: the newest
