@@ -155,15 +155,13 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
         del tail[:-30]
         report(Event(Phase(phase), line, name, Kind.LOG))
 
-    started = time.monotonic()
     with phases.timed("container"):
         result = engine.run_bounded(
             base_image, ["/bin/sh", "/sparkimg/bin/run.sh"], workdir="/src",
             limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
             mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
         )
-    wall = time.monotonic() - started
-    metrics = _metrics(meta / "metrics.json", wall)
+    metrics = _metrics(meta / "metrics.json", phases.done[-1].wall_s)  # the container's, timed once
     if result.oom_killed:
         peak = metrics.peak_memory
         raise OOMError(
@@ -286,10 +284,10 @@ def prepare_source(spec: Spec, lock: Lock, layer: CompileLayer, store: Store, bl
         if pinned is None or hashlib.sha256(data).hexdigest() != pinned:
             raise LockError(f"layer {layer.name}: source patch {written} differs from the lock",
                             hint=f"run `sparkimg lock {spec.path.name}`")
-        what = f"layer {layer.name}: source patch {written}"
-        for name in _srcpatch.touched(data, what):
+        patch = f"layer {layer.name}: source patch {written}"
+        for name in _srcpatch.touched(data, patch):
             trees.own(target / name)
-        _srcpatch.apply(target, data, what)
+        _srcpatch.apply(target, data, patch)
 
 
 def _stage_input(lock: Lock, name: str, store: Store, digest: str, work: Path) -> Path:

@@ -61,21 +61,17 @@ def linked(tree: Path, target: Path) -> None:
     store's tree never changes; a file that cannot be linked (another filesystem) is copied."""
     for folder, dirs, names in os.walk(tree):
         here = target / os.path.relpath(folder, tree)
-        for name in dirs:
-            entry = Path(folder, name)
+        for name in [*dirs, *names]:
+            entry, made = Path(folder, name), here / name
             if entry.is_symlink():
-                os.symlink(os.readlink(entry), here / name)
+                os.symlink(os.readlink(entry), made)
+            elif entry.is_dir():
+                made.mkdir(mode=(entry.stat().st_mode & 0o7777) | 0o700)  # its own, to be written
             else:
-                (here / name).mkdir(mode=(entry.stat().st_mode & 0o7777) | 0o700)  # its own, to be written
-        for name in names:
-            entry = Path(folder, name)
-            if entry.is_symlink():
-                os.symlink(os.readlink(entry), here / name)
-                continue
-            try:
-                os.link(entry, here / name)
-            except OSError:
-                shutil.copy2(entry, here / name)
+                try:
+                    os.link(entry, made)
+                except OSError:
+                    shutil.copy2(entry, made)
 
 
 def own(path: Path) -> None:
