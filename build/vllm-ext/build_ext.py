@@ -54,6 +54,7 @@ from pathlib import Path
 WORK = Path("/tmp/sparkimg-vllm-ext")  # fixed: paths reach debug strings and __FILE__
 SOURCE, BUILD, CUDA, EMPTY = WORK / "src", WORK / "build", WORK / "cuda", WORK / "empty"
 STEPS = WORK / "steps.jsonl"
+CUDA_RULES = Path(__file__).resolve().with_name("cuda-rules.cmake")  # nvcc without depfiles: why there
 EPOCH_DATE = (1980, 1, 1, 0, 0, 0)
 
 
@@ -205,6 +206,7 @@ def configure(cutlass: Path, toolkit: Path) -> None:
             f"-DVLLM_PYTHON_EXECUTABLE={sys.executable}", f"-DVLLM_CUTLASS_SRC_DIR={cutlass}",
             f"-DCMAKE_CUDA_COMPILER={toolkit}/bin/nvcc",
             f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}",
+            f"-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA={CUDA_RULES}",
             "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
     os.environ.update({"CUDA_HOME": str(toolkit), "PATH": env["PATH"]})
     cache = configured_cache()

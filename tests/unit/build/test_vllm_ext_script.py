@@ -28,6 +28,7 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setattr(module, "BUILD", tmp_path / "work" / "build")
     monkeypatch.setattr(module, "SOURCE", tmp_path / "work" / "src")
     monkeypatch.setattr(module, "CUDA", tmp_path / "work" / "cuda")
+    monkeypatch.setattr(module, "EMPTY", tmp_path / "work" / "empty")
     return module
 
 
@@ -218,3 +219,18 @@ def test_only_the_newest_configured_folders_are_kept(script: ModuleType, tmp_pat
     assert sorted(p.name for p in cache.glob("*.json")) == [f"question {n}.json" for n in range(2, 6)]
     assert len(list(cache.glob("*.tar"))) == script.KEPT_CONFIGURED
     assert script.restore_configured(cache, "question 5")
+
+
+def test_nvcc_compiles_without_a_dependency_file(script: ModuleType, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """CMake gets the rules file that empties nvcc's depfile flags: a build folder is compiled once,
+    and sccache would run nvcc's preprocessor once more per object (a hit too) to write one."""
+    monkeypatch.delenv("SPARKIMG_COMPILER_LAUNCHER", raising=False)
+    script.SOURCE.mkdir(parents=True)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(script, "run", lambda argv, **_: asked.append(argv))
+    script.configure(tmp_path / "cutlass", tmp_path / "cuda")
+    [argv] = asked
+    rules = next(a for a in argv if a.startswith("-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="))
+    text = Path(rules.split("=", 1)[1]).read_text()
+    assert 'set(CMAKE_DEPFILE_FLAGS_CUDA "")' in text
