@@ -118,6 +118,10 @@ class Steps:
         finally:
             self.done.append(Step(name, round(time.monotonic() - started, 3), layer))
 
+    def took(self, name: str) -> float:
+        """The wall time of the step ``name`` finished last."""
+        return next(step.wall_s for step in reversed(self.done) if step.name == name)
+
 
 PROGRESS_EVERY = 0.25  # seconds between two progress events of one task
 

@@ -161,7 +161,7 @@ def _compile(spec: Spec, lock: Lock, layer: CompileLayer, planned: PlannedLayer,
             limits=RunLimits(budget.memory, budget.cpus, budget.cpuset, budget.pids, budget.cgroup_parent),
             mounts=mounts, env=env, log=keep, layer=layer.name, phase="compile",
         )
-    metrics = _metrics(meta / "metrics.json", phases.done[-1].wall_s)  # the container's, timed once
+    metrics = _metrics(meta / "metrics.json", phases.took("container"))  # timed once
     if result.oom_killed:
         peak = metrics.peak_memory
         raise OOMError(

@@ -43,11 +43,15 @@ class Target:
         return None if self.image_id is None else {"id": self.image_id, "reference": self.image_ref}
 
 
-def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | None = None) -> Target:
+def target_of_spec(spec: Spec, *, image_ref: str | None = None, image_id: str | None = None,
+                   lock: lock_mod.Lock | None = None) -> Target:
+    """The spec's kernel set; its lock (read here unless given) names a ``cuda: wheels`` toolkit."""
     if spec.prewarm is None:
         raise UsageError(f"{spec.path}: the spec names no prewarm kernel set",
                          hint="add 'prewarm: {modules: [...]}' (see docs/prewarm.md)")
-    toolkit = lock_mod.load_checked(spec).toolchain.toolkit if spec.toolchain.cuda == "wheels" else None
+    toolkit = None
+    if spec.toolchain.cuda == "wheels":
+        toolkit = (lock or lock_mod.load_checked(spec)).toolchain.toolkit
     return Target(spec.prewarm, spec.cuda_architectures, image_ref, image_id, toolchain_json(spec, toolkit))
 
 
@@ -62,13 +66,14 @@ def target_of_label(text: str | None, *, image_ref: str, image_id: str) -> Targe
 
 def for_built_spec(spec: Spec, engine: Engine) -> Target:
     """The spec's kernel set, for the image the spec's lock builds (it must be in the engine)."""
-    key = plan.image_key(spec, lock_mod.load_checked(spec))
+    lock = lock_mod.load_checked(spec)
+    key = plan.image_key(spec, lock)
     reference = plan.image_ref(spec, key)
     image_id = built_image(engine, spec, key)
     if image_id is None:
         raise UsageError(f"{reference}: the spec's image is not in the engine",
                          hint=f"build it first: sparkimg build {spec.path}")
-    return target_of_spec(spec, image_ref=reference, image_id=image_id)
+    return target_of_spec(spec, image_ref=reference, image_id=image_id, lock=lock)
 
 
 def for_image(reference: str, engine: Engine) -> Target:

@@ -152,16 +152,18 @@ class Store:
 
     def link_in(self, path: Path, sha256: str) -> bool:
         """Admit ``path`` as the blob ``sha256`` by a hard link (no second copy on disk: the shared
-        download cache), once the linked bytes are checked to be its name; False when they are not,
-        or when the file cannot be linked here (another filesystem), and nothing was admitted."""
+        download cache), once the linked bytes are checked to be its name; False when the file
+        cannot be linked here (another filesystem). ``HashMismatchError`` when its bytes are not
+        its name. Either way nothing was admitted."""
         with self._temp() as (_, tmp):
             os.unlink(tmp)
             try:
                 os.link(path, tmp)
             except OSError:
                 return False
-            if digest_file(Path(tmp))["sha256"] != sha256:  # what is admitted is what was hashed
-                return False
+            found = digest_file(Path(tmp))["sha256"]
+            if found != sha256:  # what is admitted is what was hashed
+                raise HashMismatchError(f"{path}: sha256 {found}, not its name {sha256}")
             os.chmod(tmp, 0o444)
             os.replace(tmp, self.blob(sha256))
             fsync_dir(self.blob(sha256).parent)

@@ -37,7 +37,7 @@ def admit(store: Store, sha256: str, what: str) -> bool:
     try:
         if store.link_in(entry, sha256):
             return True
-        with entry.open("rb") as handle:  # another filesystem, or bytes that are not its name: copied and checked
+        with entry.open("rb") as handle:  # another filesystem: copied and checked
             store.put_stream(iter(lambda: handle.read(CHUNK), b""), expected=sha256, what=what)
     except HashMismatchError:
         with contextlib.suppress(OSError):

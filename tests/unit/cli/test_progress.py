@@ -11,7 +11,7 @@ import pytest
 
 from sparkimg import events
 from sparkimg.cli import render
-from sparkimg.events import Collected, Kind, Phase, Progress
+from sparkimg.events import Collected, Kind, Phase, Progress, Steps
 
 
 def _download(report: events.Reporter, clock: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +60,12 @@ def test_on_a_terminal_a_bar_per_task_gone_when_done(monkeypatch: pytest.MonkeyP
     assert not reporter.progress.tasks and not reporter.progress.bars.live.is_started
     reporter(events.Event(Phase.FETCH, "base pulled"))  # a line after the bars: written as ever
     assert err.getvalue().rstrip().endswith("base pulled")
+
+
+def test_a_step_is_found_by_its_name_not_by_its_place() -> None:
+    steps = Steps()
+    for name in ("source", "container", "normalise"):
+        with steps.timed(name):
+            pass
+    assert steps.took("container") == steps.done[1].wall_s
+    assert [step.name for step in steps.done] == ["source", "container", "normalise"]
